@@ -1,0 +1,397 @@
+"""Sentence augmentations of CLEAR (Wu et al. 2020, §3.3 and §4.1).
+
+Every augmentation is a pure function ``f(tokens, rng, ...) -> tokens`` over a
+1-D integer array holding the *body* of a sentence (no ``<s>``/``</s>``), and
+an ``np.random.Generator``. They import nothing from fairseq, so they can be
+tested and benchmarked on plain arrays.
+
+Invariants shared by all of them:
+
+* a view is never empty: deletions always keep at least one real (non-``[DEL]``)
+  token, and a sentence with a single real token is returned unchanged;
+* consecutive ``[DEL]`` tokens are merged into one, so that the model cannot
+  tell a deleted span from a deleted word by counting ``[DEL]`` tokens (§3.3);
+* the input array is never modified.
+"""
+
+from dataclasses import dataclass
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+#: Names used on the command line (``--augmentations``), as in the paper's tables.
+DEL_WORD = "del-word"
+DEL_SPAN = "del-span"
+REORDER = "reorder"
+SUBS = "subs"
+#: Identity: both views are the input sentence; dropout is the only noise (SimCSE).
+IDENTITY = ("none", "dropout")
+AUGMENTATION_NAMES = (DEL_WORD, DEL_SPAN, REORDER, SUBS) + IDENTITY
+
+Augmentation = Callable[[np.ndarray, np.random.Generator], np.ndarray]
+
+
+class AugmentationConfigError(ValueError):
+    """An augmentation option is invalid; the message names the option."""
+
+
+def span_length(n: int, ratio: float) -> int:
+    """Length of one span that covers ``ratio`` of an ``n``-token sentence (at least 1)."""
+    return max(1, int(ratio * n + 0.5))
+
+
+def stochastic_round(x: float, rng: np.random.Generator) -> int:
+    """``floor(x)`` or ``ceil(x)``, so that the expected value is exactly ``x``.
+
+    This keeps the configured rate exact on average even for short sentences,
+    where a plain ``round`` would bias it (fairseq's masking does the same).
+    """
+    return int(x + rng.random())
+
+
+def sample_spans(n: int, count: int, length: int, rng: np.random.Generator) -> np.ndarray:
+    """Start positions of ``count`` non-overlapping spans of ``length`` tokens in ``[0, n)``.
+
+    Uniform over all valid placements: with ``t_i = s_i - i*(length-1)`` the
+    starts become ``count`` distinct sorted values of ``range(n - count*length + count)``.
+    Returns a sorted array (empty if ``count`` is 0).
+    """
+    if count <= 0:
+        return np.zeros(0, dtype=np.int64)
+    slots = n - count * length + count
+    t = np.sort(np.argsort(rng.random(slots))[:count])
+    return t + np.arange(count) * (length - 1)
+
+
+def merge_deletions(tokens: np.ndarray, del_idx: int) -> np.ndarray:
+    """Collapse every run of consecutive ``del_idx`` tokens into one."""
+    is_del = tokens == del_idx
+    if not is_del.any():
+        return tokens
+    keep = np.ones(len(tokens), dtype=bool)
+    keep[1:] = ~(is_del[1:] & is_del[:-1])
+    return tokens[keep]
+
+
+def word_deletion(
+    tokens: np.ndarray, rng: np.random.Generator, rate: float = 0.7, *, del_idx: int
+) -> np.ndarray:
+    """``del-word``: replace ``rate`` of the real tokens by ``[DEL]``, then merge runs.
+
+    The number deleted is ``rate * n`` rounded stochastically and capped at
+    ``n - 1``, so at least one real token survives.
+    """
+    real = np.flatnonzero(tokens != del_idx)
+    n = len(real)
+    if n <= 1:
+        return tokens.copy()
+    k = min(stochastic_round(rate * n, rng), n - 1)
+    out = tokens.copy()
+    if k > 0:
+        chosen = real[np.argsort(rng.random(n))[:k]]
+        out[chosen] = del_idx
+    return merge_deletions(out, del_idx)
+
+
+def span_deletion(
+    tokens: np.ndarray,
+    rng: np.random.Generator,
+    count: int = 5,
+    ratio: float = 0.05,
+    *,
+    del_idx: int,
+) -> np.ndarray:
+    """``del-span``: delete ``count`` spans of ``ratio * n`` tokens, each replaced by one ``[DEL]``.
+
+    Spans do not overlap (adjacent spans merge into one ``[DEL]``). In short
+    sentences fewer spans are deleted, so that at least one real token remains.
+    Spans are placed over the real tokens; ``[DEL]`` tokens from an earlier
+    augmentation stay where they are.
+    """
+    real = np.flatnonzero(tokens != del_idx)
+    n = len(real)
+    if n <= 1:
+        return tokens.copy()
+    length = span_length(n, ratio)
+    count = min(count, (n - 1) // length)
+    if count <= 0:
+        return tokens.copy()
+    starts = sample_spans(n, count, length, rng)
+    covered = (starts[:, None] + np.arange(length)[None, :]).ravel()
+    out = tokens.copy()
+    out[real[covered]] = del_idx
+    return merge_deletions(out, del_idx)
+
+
+def reorder(
+    tokens: np.ndarray, rng: np.random.Generator, pairs: int = 5, ratio: float = 0.05
+) -> np.ndarray:
+    """``reorder``: pick ``pairs`` pairs of spans (each ``ratio * n`` tokens) and swap each pair.
+
+    The ``2 * pairs`` spans do not overlap and are paired at random; the output
+    is a permutation of the input (same multiset of tokens).
+    """
+    n = len(tokens)
+    length = span_length(n, ratio)
+    pairs = min(pairs, n // (2 * length))
+    if pairs <= 0:
+        return tokens.copy()
+    starts = sample_spans(n, 2 * pairs, length, rng)
+    starts = starts[rng.permutation(2 * pairs)].reshape(pairs, 2)
+    offsets = np.arange(length)
+    a = (starts[:, 0:1] + offsets).ravel()
+    b = (starts[:, 1:2] + offsets).ravel()
+    perm = np.arange(n)
+    perm[a], perm[b] = b, a
+    return tokens[perm]
+
+
+class SynonymIndex:
+    """Synonyms at the level of dictionary ids, for :func:`synonym_substitution`.
+
+    Args:
+        is_word_start: boolean array over the dictionary; True where a symbol
+            starts a word (sentencepiece's ``▁`` prefix, and special symbols).
+        synonyms: maps a word, as a tuple of dictionary ids, to the id arrays
+            of its synonyms.
+    """
+
+    def __init__(self, is_word_start: np.ndarray, synonyms: Dict[Tuple[int, ...], List[np.ndarray]]):
+        self.is_word_start = np.asarray(is_word_start, dtype=bool)
+        self.synonyms = synonyms
+
+    def __len__(self):
+        return len(self.synonyms)
+
+    def word_starts(self, tokens: np.ndarray) -> np.ndarray:
+        """Start offsets of the words of ``tokens`` (the first token always starts one)."""
+        starts = np.flatnonzero(self.is_word_start[tokens])
+        if len(tokens) and (len(starts) == 0 or starts[0] != 0):
+            starts = np.concatenate([[0], starts])
+        return starts
+
+    def words(self, tokens: np.ndarray) -> List[Tuple[int, ...]]:
+        """The words of ``tokens`` as id tuples (used for coverage statistics)."""
+        bounds = np.append(self.word_starts(tokens), len(tokens))
+        return [tuple(tokens[s:e].tolist()) for s, e in zip(bounds[:-1], bounds[1:])]
+
+
+def synonym_substitution(
+    tokens: np.ndarray,
+    rng: np.random.Generator,
+    rate: float = 0.3,
+    *,
+    index: SynonymIndex,
+) -> np.ndarray:
+    """``subs``: pick ``rate`` of the words and replace each by one of its synonyms.
+
+    A word is a run of pieces from one word-start piece to the next. Picked
+    words without a synonym stay as they are, so the share of words actually
+    changed is ``rate`` times the share of words that have a synonym (the
+    paper reports that about 40% of corpus tokens have one).
+    """
+    starts = index.word_starts(tokens)
+    w = len(starts)
+    if w == 0:
+        return tokens.copy()
+    k = min(stochastic_round(rate * w, rng), w)
+    if k == 0:
+        return tokens.copy()
+    picked = np.sort(np.argsort(rng.random(w))[:k])
+    ends = np.append(starts[1:], len(tokens))
+    pieces, last, changed = [], 0, False
+    lookup = index.synonyms.get
+    for i in picked.tolist():
+        s, e = int(starts[i]), int(ends[i])
+        options = lookup(tuple(tokens[s:e].tolist()))
+        if not options:
+            continue
+        pieces.append(tokens[last:s])
+        pieces.append(options[int(rng.integers(len(options)))])
+        last, changed = e, True
+    if not changed:
+        return tokens.copy()
+    pieces.append(tokens[last:])
+    return np.concatenate(pieces).astype(tokens.dtype, copy=False)
+
+
+def identity(tokens: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """``none``/``dropout``: the view is the sentence itself (SimCSE's unsupervised setting)."""
+    return tokens.copy()
+
+
+@dataclass
+class AugmentationParams:
+    """Rates and counts of the four augmentations; defaults are the paper's (§4.1)."""
+
+    del_word_rate: float = 0.7
+    del_span_count: int = 5
+    del_span_ratio: float = 0.05
+    reorder_pairs: int = 5
+    reorder_span_ratio: float = 0.05
+    subs_rate: float = 0.3
+
+    def validate(self):
+        for name in ("del_word_rate", "del_span_ratio", "reorder_span_ratio", "subs_rate"):
+            value = getattr(self, name)
+            if not 0.0 <= value <= 1.0:
+                raise AugmentationConfigError(
+                    f"--{name.replace('_', '-')} must be in [0, 1], got {value}"
+                )
+        for name in ("del_span_count", "reorder_pairs"):
+            value = getattr(self, name)
+            if value < 0:
+                raise AugmentationConfigError(
+                    f"--{name.replace('_', '-')} must be >= 0, got {value}"
+                )
+
+
+def parse_augmentations(spec: str) -> List[str]:
+    """Split ``"subs,del-span"`` into names, checking each against :data:`AUGMENTATION_NAMES`."""
+    names = [s.strip() for s in spec.split(",") if s.strip()]
+    if not names:
+        raise AugmentationConfigError(
+            "--augmentations is empty; use e.g. 'del-word', 'subs,del-span' or 'none'"
+        )
+    for name in names:
+        if name not in AUGMENTATION_NAMES:
+            raise AugmentationConfigError(
+                f"--augmentations: unknown augmentation '{name}'; "
+                f"choose from {', '.join(AUGMENTATION_NAMES)}"
+            )
+    if any(n in IDENTITY for n in names) and len(names) > 1:
+        raise AugmentationConfigError(
+            f"--augmentations: '{spec}' combines the identity with other augmentations"
+        )
+    return names
+
+
+def parse_mixture(spec: str) -> List[Tuple[str, float]]:
+    """Parse ``"del-word:0.5;subs,del-span:0.5"`` into (composition, probability) pairs.
+
+    Used for mixed augmentations (the paper's future work, §3.1): each view
+    draws its composition independently from this distribution.
+    """
+    entries = []
+    for part in [p.strip() for p in spec.split(";") if p.strip()]:
+        comp, sep, prob = part.rpartition(":")
+        if not sep:
+            raise AugmentationConfigError(
+                f"--augmentation-mix: '{part}' needs a probability, e.g. 'del-word:0.5'"
+            )
+        parse_augmentations(comp)
+        try:
+            p = float(prob)
+        except ValueError:
+            raise AugmentationConfigError(
+                f"--augmentation-mix: probability '{prob}' of '{comp}' is not a number"
+            ) from None
+        if p < 0:
+            raise AugmentationConfigError(
+                f"--augmentation-mix: probability of '{comp}' is negative ({p})"
+            )
+        entries.append((comp, p))
+    if not entries or sum(p for _, p in entries) <= 0:
+        raise AugmentationConfigError(
+            f"--augmentation-mix: '{spec}' has no composition with a positive probability"
+        )
+    return entries
+
+
+def build_augmentation(
+    names: Sequence[str],
+    params: AugmentationParams,
+    del_idx: Optional[int] = None,
+    synonym_index: Optional[SynonymIndex] = None,
+) -> Augmentation:
+    """Compose augmentations in the order written (``subs,del-span``: substitute, then delete spans)."""
+    params.validate()
+    steps: List[Augmentation] = []
+    for name in names:
+        if name in (DEL_WORD, DEL_SPAN) and del_idx is None:
+            raise AugmentationConfigError(
+                f"'{name}' needs the [DEL] symbol, but the dictionary has none"
+            )
+        if name == DEL_WORD:
+            steps.append(lambda t, r: word_deletion(t, r, params.del_word_rate, del_idx=del_idx))
+        elif name == DEL_SPAN:
+            steps.append(
+                lambda t, r: span_deletion(
+                    t, r, params.del_span_count, params.del_span_ratio, del_idx=del_idx
+                )
+            )
+        elif name == REORDER:
+            steps.append(
+                lambda t, r: reorder(t, r, params.reorder_pairs, params.reorder_span_ratio)
+            )
+        elif name == SUBS:
+            if synonym_index is None:
+                raise AugmentationConfigError(
+                    "'subs' needs a synonym table: pass --synonym-table (a JSON word -> [synonyms])"
+                )
+            steps.append(
+                lambda t, r: synonym_substitution(t, r, params.subs_rate, index=synonym_index)
+            )
+        elif name in IDENTITY:
+            steps.append(identity)
+        else:  # parse_augmentations already rejects these
+            raise AugmentationConfigError(f"unknown augmentation '{name}'")
+
+    if len(steps) == 1:
+        return steps[0]
+
+    def composed(tokens, rng):
+        for step in steps:
+            tokens = step(tokens, rng)
+        return tokens
+
+    return composed
+
+
+def build_mixture(
+    mixture: Sequence[Tuple[str, float]],
+    params: AugmentationParams,
+    del_idx: Optional[int] = None,
+    synonym_index: Optional[SynonymIndex] = None,
+) -> Augmentation:
+    """An augmentation that first draws a composition from ``mixture``, then applies it."""
+    fns = [
+        build_augmentation(parse_augmentations(comp), params, del_idx, synonym_index)
+        for comp, _ in mixture
+    ]
+    cdf = np.cumsum([p for _, p in mixture], dtype=np.float64)
+    cdf /= cdf[-1]
+
+    def mixed(tokens, rng):
+        choice = min(int(np.searchsorted(cdf, rng.random(), side="right")), len(fns) - 1)
+        return fns[choice](tokens, rng)
+
+    return mixed
+
+
+class KeyedRNG:
+    """A generator whose stream is fixed by a key ``(seed, epoch, index, view)``.
+
+    Philox is a counter-based generator: re-keying it costs about 3 µs, against
+    about 115 µs for ``fairseq.data.data_utils.numpy_seed``, and distinct keys
+    give independent streams. Keys are packed without collisions for
+    seed < 2**32, epoch < 2**24 and view < 2**8; the sample index takes a
+    64-bit word of its own.
+    """
+
+    def __init__(self):
+        self._bitgen = np.random.Philox(0)
+        self._state = self._bitgen.state
+        self.generator = np.random.Generator(self._bitgen)
+
+    def __call__(self, seed: int, epoch: int, index: int, view: int) -> np.random.Generator:
+        state = self._state["state"]
+        state["key"][0] = int(index) & 0xFFFFFFFFFFFFFFFF
+        state["key"][1] = ((int(seed) & 0xFFFFFFFF) << 32) | ((int(epoch) & 0xFFFFFF) << 8) | (
+            int(view) & 0xFF
+        )
+        state["counter"][:] = 0
+        self._state["buffer_pos"] = 4  # discard any buffered output of the previous key
+        self._state["has_uint32"] = 0
+        self._bitgen.state = self._state
+        return self.generator

@@ -1,0 +1,1 @@
+from . import clear  # noqa: F401  (registers --criterion clear)

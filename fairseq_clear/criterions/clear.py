@@ -1,0 +1,242 @@
+"""CLEAR's loss: L = L_MLM + λ·L_CL (Wu et al. 2020, eq. 3).
+
+Normalisation. fairseq divides the summed gradient by the summed
+``sample_size`` of all ranks. L_MLM is RoBERTa's mean cross-entropy over the
+masked tokens. The paper's eq. 2 *sums* l(i, j) over the 2N views; summed, the
+contrastive term would grow with the batch (8,192 sentences give 16,384
+terms) and swamp the MLM mean, so L_CL here is the *mean* over the 2N anchors
+(as in SimCLR's code) and λ = 1 keeps eq. 3's balance at any batch size.
+Each rank returns ``mlm_sum·U/S + λ·cl_sum·U/V`` with ``sample_size = U_rank``,
+where S and V are the global masked-token and anchor counts (exchanged in the
+same collective as the view counts) and U = S (or V when nothing is masked),
+so the update is exactly ∇(L_MLM + λ·L_CL) over the global batch.
+
+Losses are logged in bits (base 2), like fairseq's ``masked_lm``.
+"""
+
+import logging
+import math
+from dataclasses import dataclass, field
+
+import torch
+from fairseq import metrics, modules, utils
+from fairseq.criterions import FairseqCriterion, register_criterion
+from fairseq.dataclass import ChoiceEnum, FairseqDataclass
+from omegaconf import II
+
+from .. import distributed, losses
+
+logger = logging.getLogger(__name__)
+
+LOSS_FORMS = ChoiceEnum(["nt-xent", "simcse"])
+GATHER_CHOICES = ChoiceEnum(["auto", "on", "off"])
+
+
+@dataclass
+class ClearCriterionConfig(FairseqDataclass):
+    cl_weight: float = field(
+        default=1.0,
+        metadata={"help": "λ in L = L_MLM + λ·L_CL (paper eq. 3: 1); 0 trains MLM only"},
+    )
+    temperature: float = field(
+        default=0.1,
+        metadata={
+            "help": "τ of the contrastive loss. CLEAR does not state it; 0.1 is SimCLR's "
+            "setting, whose framework CLEAR borrows. DeCLUTR and SimCSE use 0.05, CLSR 0.1"
+        },
+    )
+    loss_form: LOSS_FORMS = field(
+        default="nt-xent",
+        metadata={
+            "help": "nt-xent: every other view of the batch is a negative, both directions "
+            "(CLEAR, DeCLUTR, CLSR); simcse: each anchor against all positives "
+            "(and hard negatives), one direction (SimCSE)"
+        },
+    )
+    gather_negatives: GATHER_CHOICES = field(
+        default="auto",
+        metadata={
+            "help": "take negatives from every rank (an all-gather that keeps gradients): "
+            "auto = on whenever training is distributed; on = require it; off = local only"
+        },
+    )
+    hard_negative_weight: float = field(
+        default=0.0,
+        metadata={
+            "help": "SimCSE's log-weight added to an anchor's own hard negative "
+            "(supervised pairs with a hard-negative column; 0 = plain)"
+        },
+    )
+    world_size: int = II("distributed_training.distributed_world_size")
+    tpu: bool = II("common.tpu")
+
+
+def _device_of(sample):
+    for value in sample.values():
+        if torch.is_tensor(value):
+            return value.device
+        if isinstance(value, dict):
+            found = _device_of(value)
+            if found is not None:
+                return found
+    return None
+
+
+@register_criterion("clear", dataclass=ClearCriterionConfig)
+class ClearCriterion(FairseqCriterion):
+    def __init__(self, cfg: ClearCriterionConfig, task):
+        super().__init__(task)
+        if not cfg.temperature > 0:
+            raise ValueError(f"--temperature must be > 0, got {cfg.temperature}")
+        if cfg.cl_weight < 0:
+            raise ValueError(f"--cl-weight must be >= 0, got {cfg.cl_weight}")
+        if cfg.gather_negatives == "on" and cfg.world_size <= 1:
+            raise ValueError(
+                "--gather-negatives on needs distributed training, but the world size is "
+                f"{cfg.world_size}; use 'auto' or 'off'"
+            )
+        self.cfg = cfg
+        self.gather = cfg.gather_negatives == "on" or (
+            cfg.gather_negatives == "auto" and cfg.world_size > 1
+        )
+
+    # ---- masked LM -------------------------------------------------------------
+    def _mlm(self, model, net_input, target):
+        """Summed cross-entropy over masked tokens, as fairseq's masked_lm criterion."""
+        masked = target.ne(self.padding_idx)
+        n_masked = masked.sum()
+        # with nothing masked the LM head sees 0 rows and the sum is 0
+        logits = model(**net_input, masked_tokens=masked)[0]
+        loss = modules.cross_entropy(
+            logits.view(-1, logits.size(-1)),
+            target[masked].view(-1),
+            reduction="sum",
+            ignore_index=self.padding_idx,
+        )
+        return loss, n_masked
+
+    # ---- contrastive -----------------------------------------------------------
+    def _embed_views(self, model, views):
+        """Vectors of the anchors, of the (averaged) positives and of the hard negatives."""
+        z = model(views["src_tokens"], contrastive=True)[0]
+        n = views["num_anchors"]
+        p = views.get("positives_per_anchor", 1)
+        za = z[:n]
+        zp = z[n : n + n * p].view(n, p, -1).mean(dim=1)  # DeCLUTR: mean of P positives
+        zh = z[n + n * p :] if views.get("hard_negatives", False) else None
+        if views.get("is_dummy", False):
+            # fairseq's stand-in batch on a rank without data: take part in the
+            # collectives but lend no views to the other ranks
+            za, zp = za[:0], zp[:0]
+            zh = zh[:0] if zh is not None else None
+        return za, zp, zh
+
+    def forward(self, model, sample, reduce=True):
+        device = _device_of(sample)
+        mlm_sum = torch.zeros((), device=device)
+        n_masked = torch.zeros((), dtype=torch.long, device=device)
+        if "target" in sample:
+            mlm_sum, n_masked = self._mlm(model, sample["net_input"], sample["target"])
+        mlm2_sum = None
+        if "target2" in sample:  # Double-MLM baseline (§5.1)
+            mlm2_sum, n_masked2 = self._mlm(model, sample["net_input2"], sample["target2"])
+
+        views = sample.get("contrastive") if self.cfg.cl_weight > 0 else None
+        cl_sum = correct = None
+        n_anchor_local = 0
+        counts = None
+        if views:
+            za, zp, zh = self._embed_views(model, views)
+            device = za.device
+            n = za.size(0)
+            if self.gather and model.training:
+                group = self._group()
+                gathered = distributed.all_gather_counts(
+                    [n, int(n_masked)], group, device
+                )
+                sizes = gathered[:, 0].tolist()
+                counts = gathered.sum(0).tolist()
+                rank = torch.distributed.get_rank(group=group)
+                offset = sum(sizes[:rank])
+                za = distributed.gather_with_grad(za, sizes, group)
+                zp = distributed.gather_with_grad(zp, sizes, group)
+                if zh is not None:
+                    zh = distributed.gather_with_grad(zh, sizes, group)
+            else:
+                offset = 0
+                counts = [n, int(n_masked)]
+            rows = torch.arange(offset, offset + n, device=device)
+            if self.cfg.loss_form == "nt-xent":
+                cl_sum, correct = losses.nt_xent(za, zp, self.cfg.temperature, rows)
+                n_anchor_local, anchors_global = 2 * n, 2 * counts[0]
+            else:
+                cl_sum, correct = losses.simcse(
+                    za, zp, self.cfg.temperature, rows, zh, self.cfg.hard_negative_weight
+                )
+                n_anchor_local, anchors_global = n, counts[0]
+
+        # normaliser units: masked tokens if any are masked anywhere, else anchors
+        masked_global = counts[1] if counts is not None else int(n_masked)
+        if masked_global > 0:
+            unit_local, unit_global = n_masked.float(), float(masked_global)
+        else:
+            unit_local = torch.tensor(float(n_anchor_local), device=device)
+            unit_global = float(anchors_global) if cl_sum is not None else 1.0
+        loss = mlm_sum.float() * (unit_global / max(masked_global, 1))
+        if mlm2_sum is not None:
+            loss = loss + mlm2_sum.float() * (unit_global / max(int(n_masked2), 1))
+        if cl_sum is not None:
+            loss = loss + self.cfg.cl_weight * cl_sum * (unit_global / max(anchors_global, 1))
+
+        logging_output = {
+            "loss": loss.data,
+            "mlm_loss": mlm_sum.data,
+            "n_masked": n_masked.data if torch.is_tensor(n_masked) else n_masked,
+            "ntokens": sample["ntokens"],
+            "nsentences": sample["nsentences"],
+            "sample_size": unit_local,
+        }
+        if mlm2_sum is not None:
+            logging_output["mlm2_loss"] = mlm2_sum.data
+            logging_output["n_masked2"] = n_masked2.data
+        if cl_sum is not None:
+            logging_output["cl_loss"] = cl_sum.data
+            logging_output["cl_correct"] = correct.data
+            logging_output["cl_anchors"] = n_anchor_local
+        return loss, unit_local, logging_output
+
+    def _group(self):
+        from fairseq.distributed import utils as dist_utils
+
+        return dist_utils.get_data_parallel_group()
+
+    @staticmethod
+    def reduce_metrics(logging_outputs) -> None:
+        def total(key):
+            return sum(float(log.get(key, 0)) for log in logging_outputs)
+
+        sample_size = total("sample_size")
+        metrics.log_scalar(
+            "loss", total("loss") / max(sample_size, 1e-8) / math.log(2), sample_size, round=3
+        )
+        n_masked = total("n_masked")
+        if n_masked > 0:
+            metrics.log_scalar(
+                "mlm_loss", total("mlm_loss") / n_masked / math.log(2), n_masked, round=3
+            )
+            metrics.log_derived("ppl", lambda meters: utils.get_perplexity(meters["mlm_loss"].avg))
+        n_masked2 = total("n_masked2")
+        if n_masked2 > 0:
+            metrics.log_scalar(
+                "mlm2_loss", total("mlm2_loss") / n_masked2 / math.log(2), n_masked2, round=3
+            )
+        anchors = total("cl_anchors")
+        if anchors > 0:
+            metrics.log_scalar(
+                "cl_loss", total("cl_loss") / anchors / math.log(2), anchors, round=3
+            )
+            metrics.log_scalar("cl_acc", 100.0 * total("cl_correct") / anchors, anchors, round=2)
+
+    @staticmethod
+    def logging_outputs_can_be_summed() -> bool:
+        return True

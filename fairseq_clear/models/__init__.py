@@ -1,0 +1,1 @@
+from .clear_roberta import ClearRobertaModel  # noqa: F401  (registers --arch clear_roberta*)

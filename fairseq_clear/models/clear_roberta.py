@@ -1,0 +1,297 @@
+"""RoBERTa with a projection head for contrastive sentence-level training (CLEAR §3.1).
+
+``ClearRobertaModel`` *is* fairseq's ``RobertaModel`` (same encoder, LM head,
+classification heads and hub methods) plus:
+
+* the nonlinear projection head g(·) of the paper (dense → activation → dense),
+  used only by the contrastive loss;
+* a sentence representation: the ``<s>`` ([CLS]) output (the paper) or the mean
+  of the outputs over real tokens;
+* optionally, CLSR's sentence encoder e(·) (Wu-style MLP over a frozen encoder's
+  pooled embedding, seed 003 §3), whose output then *is* the representation.
+
+The heads exist only when the task trains contrastively. Fine-tuning a CLEAR
+checkpoint with fairseq's ``sentence_prediction`` task therefore builds a plain
+RoBERTa, and the projection head's weights are dropped from the checkpoint on
+load (logged), so they never reach DDP as unused parameters.
+"""
+
+import logging
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from fairseq import utils
+from fairseq.models import register_model, register_model_architecture
+from fairseq.models.roberta import RobertaModel
+from fairseq.models.roberta.model import (
+    RobertaEncoder,
+    base_architecture,
+    roberta_large_architecture,
+)
+from fairseq.utils import safe_getattr, safe_hasattr
+
+logger = logging.getLogger(__name__)
+
+POOLING_CHOICES = ("cls", "mean")
+
+
+def pool(features: torch.Tensor, padding_mask: torch.Tensor, pooling: str) -> torch.Tensor:
+    """Sentence vectors from ``features`` (B x T x C).
+
+    ``cls`` takes the ``<s>`` position; ``mean`` averages over every
+    non-padding position, ``<s>`` and ``</s>`` included (as sentence-transformers
+    does, so that exported models give the same vectors).
+    """
+    if pooling == "cls":
+        return features[:, 0]
+    if pooling == "mean":
+        keep = (~padding_mask).unsqueeze(-1).type_as(features)
+        return (features * keep).sum(1) / keep.sum(1).clamp(min=1)
+    raise ValueError(f"unknown pooling '{pooling}', choose from {POOLING_CHOICES}")
+
+
+class ProjectionHead(nn.Module):
+    """g(·): ``layers`` dense layers with ``activation`` between them (1 = linear, as CLSR's h)."""
+
+    def __init__(self, input_dim, hidden_dim, output_dim, activation_fn, layers=2):
+        super().__init__()
+        dims = [input_dim] + [hidden_dim] * (layers - 1) + [output_dim]
+        self.layers = nn.ModuleList(nn.Linear(a, b) for a, b in zip(dims[:-1], dims[1:]))
+        self.activation_fn = utils.get_activation_fn(activation_fn)
+
+    def forward(self, x):
+        for i, layer in enumerate(self.layers):
+            if i > 0:
+                x = self.activation_fn(x)
+            x = layer(x)
+        return x
+
+
+class SentenceMLP(nn.Module):
+    """CLSR's encoder e(·): one hidden layer with ReLU (seed 003 §3)."""
+
+    def __init__(self, input_dim, hidden_dim, output_dim):
+        super().__init__()
+        self.fc1 = nn.Linear(input_dim, hidden_dim)
+        self.fc2 = nn.Linear(hidden_dim, output_dim)
+
+    def forward(self, x):
+        return self.fc2(F.relu(self.fc1(x)))
+
+
+@register_model("clear_roberta")
+class ClearRobertaModel(RobertaModel):
+    @staticmethod
+    def add_args(parser):
+        RobertaModel.add_args(parser)
+        parser.add_argument(
+            "--sentence-pooling",
+            choices=POOLING_CHOICES,
+            help="sentence representation for the contrastive loss and the default of "
+            "embed(): the <s> ([CLS]) output (CLEAR) or the mean over tokens "
+            "(DeCLUTR, CLSR) (default: cls)",
+        )
+        parser.add_argument(
+            "--projection-layers",
+            type=int,
+            help="layers of the projection head g: 2 = dense-activation-dense (CLEAR, "
+            "SimCLR), 1 = linear (CLSR's h), 0 = no head (DeCLUTR) (default: 2)",
+        )
+        parser.add_argument(
+            "--projection-hidden-dim",
+            type=int,
+            help="hidden size of g (default: --encoder-embed-dim)",
+        )
+        parser.add_argument(
+            "--projection-dim",
+            type=int,
+            help="output size of g, the space where NT-Xent is computed "
+            "(default: --encoder-embed-dim)",
+        )
+        parser.add_argument(
+            "--projection-activation-fn",
+            choices=utils.get_available_activation_fns(),
+            help="activation inside g (default: relu, as SimCLR)",
+        )
+        parser.add_argument(
+            "--freeze-encoder",
+            action="store_true",
+            help="CLSR: keep the transformer encoder fixed (no gradient, no dropout); "
+            "only the heads train",
+        )
+        parser.add_argument(
+            "--sentence-mlp-hidden-dim",
+            type=int,
+            help="CLSR: hidden size of the sentence encoder e over the pooled embedding; "
+            "0 = no e (default: 0)",
+        )
+        parser.add_argument(
+            "--sentence-mlp-dim",
+            type=int,
+            help="CLSR: output size of e, the sentence representation "
+            "(default: --encoder-embed-dim)",
+        )
+
+    def __init__(self, args, encoder, contrastive: bool = False):
+        super().__init__(args, encoder)
+        dim = args.encoder_embed_dim
+        self.sentence_mlp = None
+        if args.sentence_mlp_hidden_dim > 0:
+            self.sentence_mlp = SentenceMLP(
+                dim, args.sentence_mlp_hidden_dim, args.sentence_mlp_dim or dim
+            )
+            dim = args.sentence_mlp_dim or dim
+        self.projection_head = None
+        if contrastive and args.projection_layers > 0:
+            self.projection_head = ProjectionHead(
+                dim,
+                args.projection_hidden_dim or dim,
+                args.projection_dim or dim,
+                args.projection_activation_fn,
+                args.projection_layers,
+            )
+        if args.freeze_encoder:
+            for p in self.encoder.parameters():
+                p.requires_grad_(False)
+
+    @classmethod
+    def build_model(cls, args, task):
+        from omegaconf import OmegaConf
+
+        if OmegaConf.is_config(args):
+            OmegaConf.set_struct(args, False)
+        base_clear_architecture(args)
+        if args.projection_layers < 0:
+            raise ValueError(f"--projection-layers must be >= 0, got {args.projection_layers}")
+        if not safe_hasattr(args, "max_positions"):
+            if not safe_hasattr(args, "tokens_per_sample"):
+                args.tokens_per_sample = task.max_positions()
+            args.max_positions = args.tokens_per_sample
+        encoder = RobertaEncoder(args, task.source_dictionary)
+        if OmegaConf.is_config(args):
+            OmegaConf.set_struct(args, True)
+        return cls(args, encoder, contrastive=getattr(task, "is_contrastive", False))
+
+    def train(self, mode: bool = True):
+        super().train(mode)
+        if self.args.freeze_encoder:
+            self.encoder.eval()  # a frozen encoder gives fixed embeddings: no dropout
+        return self
+
+    def sentence_representation(
+        self, src_tokens, pooling=None, apply_sentence_mlp=True, project=False
+    ):
+        """Pooled sentence vectors, optionally through CLSR's e and the projection head g."""
+        pooling = pooling or self.args.sentence_pooling
+        frozen = self.args.freeze_encoder
+        with torch.set_grad_enabled(torch.is_grad_enabled() and not frozen):
+            features, _ = self.encoder(src_tokens, features_only=True)
+            x = pool(features, src_tokens.eq(self.encoder.dictionary.pad()), pooling)
+        if self.sentence_mlp is not None and apply_sentence_mlp:
+            x = self.sentence_mlp(x.type_as(self.sentence_mlp.fc1.weight))
+        if project:
+            if self.projection_head is None:
+                raise RuntimeError("this model has no projection head")
+            x = self.projection_head(x)
+        return x
+
+    def forward(self, src_tokens, features_only=False, return_all_hiddens=False,
+                classification_head_name=None, contrastive=False, **kwargs):
+        """``contrastive=True`` returns the vectors the contrastive loss compares.
+
+        Going through ``forward`` (rather than a helper method) keeps the call
+        inside DistributedDataParallel's bookkeeping.
+        """
+        if contrastive:
+            z = self.sentence_representation(
+                src_tokens, project=self.projection_head is not None
+            )
+            return z, {}
+        return super().forward(
+            src_tokens,
+            features_only=features_only,
+            return_all_hiddens=return_all_hiddens,
+            classification_head_name=classification_head_name,
+            **kwargs,
+        )
+
+    def upgrade_state_dict_named(self, state_dict, name):
+        super().upgrade_state_dict_named(state_dict, name)
+        prefix = name + "." if name != "" else ""
+        for module_name in ("projection_head", "sentence_mlp"):
+            module = getattr(self, module_name)
+            key_prefix = prefix + module_name + "."
+            if module is None:
+                dropped = [k for k in state_dict if k.startswith(key_prefix)]
+                for k in dropped:
+                    del state_dict[k]
+                if dropped:
+                    logger.info("not loading %s from the checkpoint: this task does not use it", module_name)
+                continue
+            current = module.state_dict()
+            missing = [k for k in current if key_prefix + k not in state_dict]
+            for k in missing:
+                state_dict[key_prefix + k] = current[k]
+            if missing:
+                logger.info("%s is not in the checkpoint: starting it from its initialisation", module_name)
+
+    @classmethod
+    def from_pretrained(cls, model_name_or_path, checkpoint_file="model.pt",
+                        data_name_or_path=".", bpe="sentencepiece", **kwargs):
+        from .hub_interface import from_pretrained
+
+        return from_pretrained(
+            model_name_or_path, checkpoint_file, data_name_or_path, bpe=bpe, **kwargs
+        )
+
+
+def base_clear_architecture(args):
+    args.sentence_pooling = safe_getattr(args, "sentence_pooling", None) or "cls"
+    args.projection_layers = safe_getattr(args, "projection_layers", None)
+    if args.projection_layers is None:
+        args.projection_layers = 2
+    args.projection_hidden_dim = safe_getattr(args, "projection_hidden_dim", None) or 0
+    args.projection_dim = safe_getattr(args, "projection_dim", None) or 0
+    args.projection_activation_fn = safe_getattr(args, "projection_activation_fn", None) or "relu"
+    args.freeze_encoder = safe_getattr(args, "freeze_encoder", False)
+    args.sentence_mlp_hidden_dim = safe_getattr(args, "sentence_mlp_hidden_dim", None) or 0
+    args.sentence_mlp_dim = safe_getattr(args, "sentence_mlp_dim", None) or 0
+    base_architecture(args)
+
+
+@register_model_architecture("clear_roberta", "clear_roberta")
+def clear_roberta_architecture(args):
+    base_clear_architecture(args)
+
+
+@register_model_architecture("clear_roberta", "clear_roberta_base")
+def clear_roberta_base_architecture(args):
+    """The paper's encoder: 12 layers, 768 hidden, 12 heads (§4.1)."""
+    base_clear_architecture(args)
+
+
+@register_model_architecture("clear_roberta", "clear_roberta_large")
+def clear_roberta_large_architecture(args):
+    base_clear_architecture(args)
+    roberta_large_architecture(args)
+
+
+@register_model_architecture("clear_roberta", "clear_roberta_small")
+def clear_roberta_small_architecture(args):
+    """6 layers x 384, 12 heads, 1536 FFN (MiniLM-L6-sized): benchmarks and small reproductions."""
+    args.encoder_layers = safe_getattr(args, "encoder_layers", 6)
+    args.encoder_embed_dim = safe_getattr(args, "encoder_embed_dim", 384)
+    args.encoder_ffn_embed_dim = safe_getattr(args, "encoder_ffn_embed_dim", 1536)
+    args.encoder_attention_heads = safe_getattr(args, "encoder_attention_heads", 12)
+    base_clear_architecture(args)
+
+
+@register_model_architecture("clear_roberta", "clear_roberta_tiny")
+def clear_roberta_tiny_architecture(args):
+    """2 layers x 128, 2 heads: trains on 2 CPU cores in minutes (demo, tests)."""
+    args.encoder_layers = safe_getattr(args, "encoder_layers", 2)
+    args.encoder_embed_dim = safe_getattr(args, "encoder_embed_dim", 128)
+    args.encoder_ffn_embed_dim = safe_getattr(args, "encoder_ffn_embed_dim", 512)
+    args.encoder_attention_heads = safe_getattr(args, "encoder_attention_heads", 2)
+    base_clear_architecture(args)

@@ -1,0 +1,313 @@
+"""Task ``clear``: augmented contrastive denoising (Wu et al. 2020, §3).
+
+Each sample is one sentence s of a fairseq-preprocess'ed split. The task
+yields (a) RoBERTa's MLM input and targets for s, made by fairseq's own
+``MaskTokensDataset`` (15% of tokens; 80% ``<mask>`` / 10% random / 10% kept),
+and (b) two views s~1 = AUG(s, seed1), s~2 = AUG(s, seed2) made with the same
+augmentation composition (``--augmentations``) or, with
+``--augmentation-mix``, each drawing its own composition.
+"""
+
+import logging
+import os
+from dataclasses import dataclass, field
+import numpy as np
+from fairseq import utils
+from fairseq.data import (
+    Dictionary,
+    IdDataset,
+    MaskTokensDataset,
+    NestedDictionaryDataset,
+    NumelDataset,
+    NumSamplesDataset,
+    RightPadDataset,
+    SortDataset,
+    data_utils,
+)
+from fairseq.tasks import register_task
+from fairseq.tasks.masked_lm import MaskedLMConfig, MaskedLMTask
+
+from .. import augmentations as aug
+from ..data import ContrastiveViewsDataset, SentenceDataset
+
+logger = logging.getLogger(__name__)
+
+DEL_SYMBOL = "[DEL]"
+MASK_SYMBOL = "<mask>"
+
+
+class ClearConfigError(ValueError):
+    """A task option is invalid; the message names the option or file."""
+
+
+@dataclass
+class ClearConfig(MaskedLMConfig):
+    sample_break_mode: str = field(
+        default="eos",
+        metadata={"help": "must be 'eos': CLEAR's samples are single sentences (one line each)"},
+    )
+    tokens_per_sample: int = field(
+        default=512,
+        metadata={
+            "help": "longest sample in tokens, <s> and </s> included (paper: 512); longer "
+            "sentences are truncated and counted in the log"
+        },
+    )
+    augmentations: str = field(
+        default="del-word",
+        metadata={
+            "help": "augmentation composition AUG for both views, applied in the order "
+            "written, e.g. 'del-word', 'subs,del-span', 'del-span,reorder' (Table 1). "
+            "Names: del-word, del-span, reorder, subs, and none/dropout (identity: "
+            "dropout is the only noise, SimCSE)"
+        },
+    )
+    augmentation_mix: str = field(
+        default="",
+        metadata={
+            "help": "mixed augmentations (the paper's future work): each view draws its "
+            "composition from 'comp:prob;comp:prob', e.g. 'del-word:0.5;subs,del-span:0.5'. "
+            "Overrides --augmentations"
+        },
+    )
+    del_word_rate: float = field(
+        default=0.7, metadata={"help": "del-word: share of tokens replaced by [DEL] (paper: 0.7)"}
+    )
+    del_span_count: int = field(
+        default=5, metadata={"help": "del-span: number of spans deleted (paper: 5)"}
+    )
+    del_span_ratio: float = field(
+        default=0.05,
+        metadata={"help": "del-span: length of each span, as a share of the sentence (paper: 0.05)"},
+    )
+    reorder_pairs: int = field(
+        default=5, metadata={"help": "reorder: number of span pairs swapped (paper: 5)"}
+    )
+    reorder_span_ratio: float = field(
+        default=0.05,
+        metadata={"help": "reorder: length of each span, as a share of the sentence (paper: ~0.05)"},
+    )
+    subs_rate: float = field(
+        default=0.3,
+        metadata={
+            "help": "subs: share of words replaced by a synonym (paper: 0.3); words "
+            "without a synonym stay"
+        },
+    )
+    synonym_table: str = field(
+        default="",
+        metadata={
+            "help": "subs: JSON object word -> [synonyms] (e.g. the counter-fitted "
+            "neighbours of Jia et al. 2019, or one built from WordNet by "
+            "clear-synonyms); required when 'subs' is used"
+        },
+    )
+    sentencepiece_model: str = field(
+        default="",
+        metadata={
+            "help": "subs: the corpus's sentencepiece model, to tokenise synonyms "
+            "(default: DATA/sentencepiece.model)"
+        },
+    )
+    contrastive: bool = field(
+        default=True,
+        metadata={
+            "help": "build the two views for the contrastive loss; false gives the "
+            "MLM-only baseline (§5.1) on the same data and model"
+        },
+    )
+    double_mlm: bool = field(
+        default=False,
+        metadata={
+            "help": "Double-MLM baseline (§5.1): add a second, independent masking of "
+            "each sentence with its own MLM loss"
+        },
+    )
+
+
+def validate_config(cfg) -> list:
+    """Check the augmentation options; returns the composition names (errors name the option)."""
+    if cfg.sample_break_mode != "eos":
+        raise ClearConfigError(
+            f"--sample-break-mode must be 'eos' for --task clear (one sentence per sample), "
+            f"got '{cfg.sample_break_mode}'"
+        )
+    if cfg.tokens_per_sample < 3:
+        raise ClearConfigError(f"--tokens-per-sample must be >= 3, got {cfg.tokens_per_sample}")
+    for name in ("mask_prob", "leave_unmasked_prob", "random_token_prob"):
+        value = getattr(cfg, name)
+        if not 0.0 <= value <= 1.0:
+            raise ClearConfigError(f"--{name.replace('_', '-')} must be in [0, 1], got {value}")
+    params = augmentation_params(cfg)
+    params.validate()
+    if cfg.augmentation_mix:
+        compositions = [c for c, _ in aug.parse_mixture(cfg.augmentation_mix)]
+        names = sorted({n for c in compositions for n in aug.parse_augmentations(c)})
+    else:
+        names = aug.parse_augmentations(cfg.augmentations)
+    if aug.SUBS in names:
+        if not cfg.synonym_table:
+            raise ClearConfigError(
+                "--augmentations uses 'subs' but no --synonym-table was given "
+                "(a JSON word -> [synonyms]; see clear-synonyms)"
+            )
+        if not os.path.isfile(cfg.synonym_table) or not os.access(cfg.synonym_table, os.R_OK):
+            raise ClearConfigError(f"--synonym-table: cannot read file '{cfg.synonym_table}'")
+    return names
+
+
+def augmentation_params(cfg) -> aug.AugmentationParams:
+    return aug.AugmentationParams(
+        del_word_rate=cfg.del_word_rate,
+        del_span_count=cfg.del_span_count,
+        del_span_ratio=cfg.del_span_ratio,
+        reorder_pairs=cfg.reorder_pairs,
+        reorder_span_ratio=cfg.reorder_span_ratio,
+        subs_rate=cfg.subs_rate,
+    )
+
+
+def load_dictionary(data: str) -> Dictionary:
+    paths = utils.split_paths(data)
+    if not paths:
+        raise ClearConfigError("no data directory given")
+    path = os.path.join(paths[0], "dict.txt")
+    if not os.path.isfile(path):
+        raise ClearConfigError(
+            f"data directory '{paths[0]}' has no dict.txt: binarize it with "
+            "fairseq-preprocess --only-source (see preprocess/prepare.sh)"
+        )
+    return Dictionary.load(path)
+
+
+@register_task("clear", dataclass=ClearConfig)
+class ClearTask(MaskedLMTask):
+    """MLM on each sentence plus two augmented views of it for NT-Xent."""
+
+    cfg: ClearConfig
+
+    def __init__(self, cfg: ClearConfig, dictionary=None):
+        self.augmentation_names = validate_config(cfg)
+        super().__init__(cfg, dictionary)  # adds <mask>
+        self.del_idx = self.dictionary.add_symbol(DEL_SYMBOL)
+        self._augment = None
+
+    @property
+    def is_contrastive(self):
+        return self.cfg.contrastive
+
+    @classmethod
+    def setup_task(cls, cfg: ClearConfig, **kwargs):
+        dictionary = load_dictionary(cfg.data)
+        logger.info("dictionary: %d types", len(dictionary))
+        return cls(cfg, dictionary)
+
+    @classmethod
+    def load_dict(cls, cfg):
+        return load_dictionary(cfg.data)
+
+    # ---- augmentation -----------------------------------------------------------
+    def sentencepiece_model_path(self) -> str:
+        if self.cfg.sentencepiece_model:
+            return self.cfg.sentencepiece_model
+        return os.path.join(utils.split_paths(self.cfg.data)[0], "sentencepiece.model")
+
+    def build_augmentation(self) -> aug.Augmentation:
+        """AUG(·, seed) of the paper, built once (the synonym index takes a few seconds)."""
+        if self._augment is None:
+            index = None
+            if aug.SUBS in self.augmentation_names:
+                from ..synonyms import load_synonym_index
+
+                index = load_synonym_index(
+                    self.cfg.synonym_table, self.dictionary, self.sentencepiece_model_path()
+                )
+                self.synonym_index = index
+            params = augmentation_params(self.cfg)
+            if self.cfg.augmentation_mix:
+                self._augment = aug.build_mixture(
+                    aug.parse_mixture(self.cfg.augmentation_mix), params, self.del_idx, index
+                )
+            else:
+                self._augment = aug.build_augmentation(
+                    self.augmentation_names, params, self.del_idx, index
+                )
+        return self._augment
+
+    # ---- data ---------------------------------------------------------------------
+    def load_sentences(self, split, epoch=1, combine=False) -> SentenceDataset:
+        paths = utils.split_paths(self.cfg.data)
+        data_path = paths[(epoch - 1) % len(paths)]
+        split_path = os.path.join(data_path, split)
+        lines = data_utils.load_indexed_dataset(split_path, self.source_dictionary, combine=combine)
+        if lines is None:
+            raise FileNotFoundError(
+                f"split '{split}' not found: no {split_path}.bin/.idx (run fairseq-preprocess "
+                f"with --{split}pref, or pass --valid-subset)"
+            )
+        return SentenceDataset(
+            lines,
+            max_body_len=self.cfg.tokens_per_sample - 2,
+            bos=self.source_dictionary.bos(),
+            eos=self.source_dictionary.eos(),
+            name=f"{split} ({split_path})",
+        )
+
+    def mask(self, sentences, seed):
+        return MaskTokensDataset.apply_mask(
+            sentences,
+            self.source_dictionary,
+            pad_idx=self.source_dictionary.pad(),
+            mask_idx=self.mask_idx,
+            seed=seed,
+            mask_prob=self.cfg.mask_prob,
+            leave_unmasked_prob=self.cfg.leave_unmasked_prob,
+            random_token_prob=self.cfg.random_token_prob,
+            freq_weighted_replacement=self.cfg.freq_weighted_replacement,
+        )
+
+    def load_dataset(self, split, epoch=1, combine=False, **kwargs):
+        sentences = self.load_sentences(split, epoch, combine)
+        pad = self.source_dictionary.pad()
+        src, tgt = self.mask(sentences, self.cfg.seed)
+        defn = {
+            "id": IdDataset(),
+            "net_input": {
+                "src_tokens": RightPadDataset(src, pad_idx=pad),
+                "src_lengths": NumelDataset(src, reduce=False),
+            },
+            "target": RightPadDataset(tgt, pad_idx=pad),
+            "nsentences": NumSamplesDataset(),
+            "ntokens": NumelDataset(src, reduce=True),
+        }
+        if self.cfg.double_mlm:
+            # a different seed gives an independent second masking of each sentence
+            src2, tgt2 = self.mask(sentences, self.cfg.seed + 7919)
+            defn["net_input2"] = {
+                "src_tokens": RightPadDataset(src2, pad_idx=pad),
+                "src_lengths": NumelDataset(src2, reduce=False),
+            }
+            defn["target2"] = RightPadDataset(tgt2, pad_idx=pad)
+        if self.cfg.contrastive:
+            defn["contrastive"] = ContrastiveViewsDataset(
+                sentences,
+                self.build_augmentation(),
+                seed=self.cfg.seed,
+                max_body_len=self.cfg.tokens_per_sample - 2,
+                bos=self.source_dictionary.bos(),
+                eos=self.source_dictionary.eos(),
+                pad=pad,
+            )
+        dataset = NestedDictionaryDataset(defn, sizes=[sentences.sizes])
+        with data_utils.numpy_seed(self.cfg.seed):
+            shuffle = np.random.permutation(len(sentences))
+        self.datasets[split] = SortDataset(dataset, sort_order=[shuffle, sentences.sizes])
+
+    def train_step(self, sample, model, criterion, optimizer, update_num, ignore_grad=False):
+        if ignore_grad and isinstance(sample.get("contrastive"), dict):
+            # fairseq's dummy batch (this rank ran out of data): see ClearCriterion
+            sample = dict(sample, contrastive=dict(sample["contrastive"], is_dummy=True))
+        return super().train_step(sample, model, criterion, optimizer, update_num, ignore_grad)
+
+    def max_positions(self):
+        return self.cfg.tokens_per_sample

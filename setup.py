@@ -1,0 +1,62 @@
+"""fairseq-clear: contrastive sentence-representation pre-training (CLEAR and related) for fairseq.
+
+fairseq itself is not declared here: PyPI's fairseq 0.12.2 does not import on
+Python 3.11, and fairseq-fixed (an sdist of upstream main that does) declares
+torchaudio, whose every release pins an older exact torch. Install it with
+``pip install --no-deps --no-build-isolation fairseq-fixed==0.12.3.1`` after
+torch (the Makefile does this); its real runtime dependencies are listed below.
+"""
+
+from setuptools import find_packages, setup
+
+FAIRSEQ_RUNTIME = [
+    "hydra-core==1.3.2",
+    "omegaconf==2.3.0",
+    "bitarray",
+    "sacrebleu>=1.4.12",
+    "regex",
+    "cffi",
+    "cython",
+    "tqdm",
+    "scikit-learn",
+    "packaging",
+]
+
+setup(
+    name="fairseq-clear",
+    version="0.1.0",
+    description="CLEAR, DeCLUTR, SimCSE and CLSR contrastive sentence-representation "
+    "objectives as a fairseq --user-dir plugin",
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    python_requires=">=3.9",
+    packages=find_packages(include=["fairseq_clear", "fairseq_clear.*"]),
+    install_requires=[
+        "torch>=2.6",
+        "numpy<2",
+        "sentencepiece",
+        "nltk",
+        "scipy",
+    ]
+    + FAIRSEQ_RUNTIME,
+    extras_require={
+        "test": ["pytest", "matplotlib"],
+        "plots": ["matplotlib"],
+        "export": ["transformers", "sentence-transformers"],
+    },
+    entry_points={
+        "console_scripts": [
+            "clear-user-dir = fairseq_clear.cli.user_dir:main",
+            "clear-prepare = fairseq_clear.preprocessing.pipeline:main",
+            "clear-synonyms = fairseq_clear.preprocessing.synonym_tables:main",
+            "clear-prepare-pairs = fairseq_clear.preprocessing.pairs:main",
+            "clear-embed = fairseq_clear.cli.embed:main",
+            "clear-eval-sts = fairseq_clear.cli.eval_sts:main",
+            "clear-export-hf = fairseq_clear.cli.export_hf:main",
+        ]
+    },
+    classifiers=[
+        "Programming Language :: Python :: 3",
+        "Topic :: Scientific/Engineering :: Artificial Intelligence",
+    ],
+)

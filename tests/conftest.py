@@ -1,0 +1,15 @@
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from helpers import make_binarized, synthetic_sentences  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def tiny_data(tmp_path_factory):
+    """A binarized synthetic corpus (600 train / 60 valid sentences) with its sentencepiece model."""
+    work = tmp_path_factory.mktemp("tiny_data")
+    return make_binarized(work, synthetic_sentences(600, seed=0), synthetic_sentences(60, seed=1))

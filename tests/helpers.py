@@ -1,0 +1,139 @@
+"""Shared test utilities: paths, CLI runners, tiny binarized corpora."""
+
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = REPO.parent / "shared" / "data"
+USER_DIR = str(REPO / "fairseq_clear")
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+def shared(*parts) -> Path:
+    """A path under ../shared/data; skips the test when absent (fails in CI, where it must exist)."""
+    path = SHARED_DATA.joinpath(*parts)
+    if not path.exists():
+        message = f"needs {path} (the shared data folder beside the repository)"
+        if IN_CI:
+            pytest.fail(message + ", which CI must provide")
+        pytest.skip(message)
+    return path
+
+
+def bin_path(name: str) -> str:
+    """A console script of the running interpreter's environment (fairseq-train, clear-embed, ...)."""
+    return str(Path(sys.executable).parent / name)
+
+
+def run_cli(args, cwd=None, env=None, check=True, timeout=900):
+    """Run a command; on failure the assertion shows its output."""
+    full_env = dict(os.environ)
+    full_env.setdefault("OMP_NUM_THREADS", "1")
+    full_env["PYTHONUNBUFFERED"] = "1"
+    if env:
+        full_env.update(env)
+    proc = subprocess.run(
+        [str(a) for a in args],
+        cwd=cwd,
+        env=full_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=timeout,
+    )
+    if check and proc.returncode != 0:
+        raise AssertionError(
+            f"command failed ({proc.returncode}): {' '.join(map(str, args))}\n{proc.stdout[-6000:]}"
+        )
+    return proc
+
+
+_SUBJECTS = "the cat|a dog|my friend|the old man|the teacher|a small child|the river|our team|the movie|this book".split("|")
+_VERBS = "sees|likes|follows|finds|watches|builds|reads|makes|loves|moves".split("|")
+_OBJECTS = "the ball|a red house|the quiet garden|an idea|the big city|a good film|the long road|a story|the morning|the market".split("|")
+_TAILS = ["", " today", " again", " every day", " with care", " in the evening", " near the sea", " very quickly"]
+
+
+def synthetic_sentences(n: int, seed: int = 0):
+    """Deterministic English-like sentences for tests that must not depend on ../shared."""
+    rng = random.Random(seed)
+    return [
+        f"{rng.choice(_SUBJECTS).capitalize()} {rng.choice(_VERBS)} {rng.choice(_OBJECTS)}{rng.choice(_TAILS)}."
+        for _ in range(n)
+    ]
+
+
+def write_dict_from_spm(model_file: str, dict_path: str):
+    """dict.txt = the sentencepiece pieces in id order, then <mask> and [DEL] (see preprocess/)."""
+    import sentencepiece as spm
+
+    sp = spm.SentencePieceProcessor(model_file=model_file)
+    with open(dict_path, "w", encoding="utf-8") as f:
+        for i in range(sp.get_piece_size()):
+            if sp.is_control(i) or sp.is_unknown(i):
+                continue
+            f.write(f"{sp.id_to_piece(i)} 1\n")
+        f.write("<mask> 1\n[DEL] 1\n")
+
+
+def make_binarized(workdir, train, valid, vocab_size=200, test=None):
+    """Train a small sentencepiece model and binarize ``train``/``valid`` with fairseq-preprocess.
+
+    Returns the data directory (dict.txt, sentencepiece.model, {train,valid}.{bin,idx}).
+    """
+    import sentencepiece as spm
+
+    workdir = Path(workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    raw = {"train": train, "valid": valid}
+    if test is not None:
+        raw["test"] = test
+    for split, lines in raw.items():
+        (workdir / f"{split}.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    spm.SentencePieceTrainer.train(
+        input=str(workdir / "train.txt"),
+        model_prefix=str(workdir / "sentencepiece"),
+        vocab_size=vocab_size,
+        model_type="unigram",
+        hard_vocab_limit=False,
+        minloglevel=2,
+    )
+    sp = spm.SentencePieceProcessor(model_file=str(workdir / "sentencepiece.model"))
+    for split, lines in raw.items():
+        with open(workdir / f"{split}.spm", "w", encoding="utf-8") as f:
+            for line in lines:
+                f.write(" ".join(sp.encode(line, out_type=str)) + "\n")
+    write_dict_from_spm(str(workdir / "sentencepiece.model"), str(workdir / "dict.txt"))
+    dest = workdir / "bin"
+    args = [
+        bin_path("fairseq-preprocess"), "--only-source", "--srcdict", workdir / "dict.txt",
+        "--trainpref", workdir / "train.spm", "--validpref", workdir / "valid.spm",
+        "--destdir", dest, "--workers", "1",
+    ]
+    if test is not None:
+        args += ["--testpref", workdir / "test.spm"]
+    run_cli(args)
+    (dest / "sentencepiece.model").write_bytes((workdir / "sentencepiece.model").read_bytes())
+    return dest
+
+
+def train_args(data, save_dir, *extra, max_update=20, batch_size=16, arch="clear_roberta_tiny",
+               validate=False):
+    """A fairseq-train command line for a tiny CPU run of the plugin (JSON logs, one per update)."""
+    return [
+        bin_path("fairseq-train"), data, "--user-dir", USER_DIR,
+        "--task", "clear", "--criterion", "clear", "--arch", arch,
+        "--tokens-per-sample", "64", "--batch-size", str(batch_size),
+        "--optimizer", "adam", "--adam-betas", "(0.9,0.98)", "--lr", "1e-3",
+        "--lr-scheduler", "inverse_sqrt", "--warmup-updates", "5",
+        "--max-update", str(max_update), "--log-format", "json", "--log-interval", "1",
+        "--save-dir", save_dir, "--cpu", "--num-workers", "0", "--seed", "1",
+        "--no-epoch-checkpoints",
+        *([] if validate else ["--disable-validation"]),
+        *extra,
+    ]
