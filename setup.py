@@ -20,6 +20,7 @@ FAIRSEQ_RUNTIME = [
     "tqdm",
     "scikit-learn",
     "packaging",
+    "tensorboardX",  # optional in fairseq; enables --tensorboard-logdir
 ]
 
 setup(

@@ -4,13 +4,13 @@ fairseq imports a user dir by path, so an installed plugin is used as
 ``fairseq-train --user-dir $(clear-user-dir) ...`` from any working directory.
 """
 
-import os
+import importlib.util
 
 
 def path() -> str:
-    import fairseq_clear
-
-    return os.path.dirname(os.path.abspath(fairseq_clear.__file__))
+    # find_spec does not execute the package, so nothing but the path is printed
+    spec = importlib.util.find_spec("fairseq_clear")
+    return list(spec.submodule_search_locations)[0]
 
 
 def main():

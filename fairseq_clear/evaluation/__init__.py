@@ -1,0 +1,1 @@
+"""Sentence-embedding evaluation: SentEval STS, GLUE metrics."""

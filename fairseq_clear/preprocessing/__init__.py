@@ -1,0 +1,1 @@
+"""Raw text to fairseq binarized data, synonym tables and labelled pairs (see preprocess/)."""
