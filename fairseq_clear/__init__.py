@@ -8,9 +8,25 @@ and makes fairseq load checkpoints safely under torch >= 2.6 (see
 
 __version__ = "0.1.0"
 
-from .checkpoint_safety import allow_fairseq_checkpoints, patch_fairseq_loader
+from .checkpoint_safety import (
+    allow_fairseq_checkpoints,
+    patch_atomic_checkpoint_copy,
+    patch_fairseq_loader,
+)
+
+from .compat import (  # noqa: E402
+    patch_cpu_ddp,
+    patch_cpu_torchrun,
+    patch_heartbeat_timeout,
+    patch_nan_detector,
+)
 
 allow_fairseq_checkpoints()
 patch_fairseq_loader()
+patch_atomic_checkpoint_copy()
+patch_nan_detector()
+patch_cpu_torchrun()
+patch_cpu_ddp()
+patch_heartbeat_timeout()
 
 from . import criterions, models, tasks  # noqa: E402,F401

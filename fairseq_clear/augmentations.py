@@ -279,7 +279,11 @@ def parse_mixture(spec: str) -> List[Tuple[str, float]]:
             raise AugmentationConfigError(
                 f"--augmentation-mix: '{part}' needs a probability, e.g. 'del-word:0.5'"
             )
-        parse_augmentations(comp)
+        try:
+            parse_augmentations(comp)
+        except AugmentationConfigError as e:  # name the option the user wrote
+            detail = str(e).replace("--augmentations: ", "").replace("--augmentations", f"'{comp}'")
+            raise AugmentationConfigError(f"--augmentation-mix: {detail}") from None
         try:
             p = float(prob)
         except ValueError:

@@ -44,6 +44,36 @@ class UnsafeCheckpointError(pickle.UnpicklingError):
     """A checkpoint needs a class outside the allow-list to load; it was not loaded."""
 
 
+class CorruptCheckpointError(RuntimeError):
+    """A checkpoint file is truncated or damaged (e.g. copied or written when a run was killed)."""
+
+
+def _looks_corrupt(path, error) -> bool:
+    if isinstance(error, (FileNotFoundError, PermissionError, IsADirectoryError)):
+        return False
+    if isinstance(error, EOFError):
+        return True
+    text = str(error)
+    if any(s in text for s in ("unexpected EOF", "corrupted", "central directory", "zip archive")):
+        return True
+    try:  # torch.save's zip format: the central directory at its end is gone
+        import zipfile
+
+        with open(path, "rb") as f:
+            return f.read(2) == b"PK" and not zipfile.is_zipfile(path)
+    except OSError:
+        return False
+
+
+def _corrupt(path, error) -> CorruptCheckpointError:
+    return CorruptCheckpointError(
+        f"checkpoint '{path}' is truncated or corrupt ({type(error).__name__}: "
+        f"{str(error).strip().splitlines()[0] if str(error).strip() else 'no detail'}). "
+        "It was probably being written when a process was killed; restart from another "
+        "checkpoint in the same directory (e.g. --restore-file checkpoint_<epoch>_<updates>.pt)."
+    )
+
+
 def allow_fairseq_checkpoints():
     """Add :data:`SAFE_GLOBALS` to torch's ``weights_only`` allow-list (idempotent)."""
     torch.serialization.add_safe_globals(SAFE_GLOBALS)
@@ -56,6 +86,10 @@ def safe_load(path, map_location="cpu"):
         return torch.load(path, map_location=map_location, weights_only=True)
     except pickle.UnpicklingError as e:
         raise _refusal(path, e) from None
+    except (EOFError, OSError, RuntimeError) as e:
+        if _looks_corrupt(path, e):
+            raise _corrupt(path, e) from None
+        raise
 
 
 def _refusal(path, error) -> UnsafeCheckpointError:
@@ -107,6 +141,46 @@ def patch_fairseq_loader():
                 return original(path, *args, **kwargs)
         except pickle.UnpicklingError as e:
             raise _refusal(path, e) from None
+        except (EOFError, OSError, RuntimeError) as e:
+            if _looks_corrupt(path, e):
+                raise _corrupt(path, e) from None
+            raise
 
     load_checkpoint_to_cpu._clear_safe = True
     checkpoint_utils.load_checkpoint_to_cpu = load_checkpoint_to_cpu
+
+
+def patch_atomic_checkpoint_copy():
+    """Make fairseq's copies to ``checkpoint_last.pt`` (and _best) atomic.
+
+    fairseq writes each checkpoint once (atomically: ``.tmp``, then rename) and
+    then copies it to ``checkpoint_last.pt`` with ``shutil.copyfile``, which
+    truncates the previous file first: a kill during that copy leaves no intact
+    ``checkpoint_last.pt`` to resume from. Local copies here go to a temporary
+    name and are renamed over the target, so it is always old or new, never half.
+    """
+    import shutil
+
+    from fairseq import checkpoint_utils
+
+    base = checkpoint_utils.PathManager
+    if getattr(base, "_clear_atomic_copy", False):
+        return
+
+    class AtomicCopyPathManager(base):
+        _clear_atomic_copy = True
+
+        @staticmethod
+        def copy(src_path, dst_path, overwrite=False):
+            if not base.supports_rename(dst_path) or (not overwrite and os.path.exists(dst_path)):
+                return base.copy(src_path, dst_path, overwrite=overwrite)
+            tmp = f"{dst_path}.tmp-copy-{os.getpid()}"
+            try:
+                shutil.copyfile(src_path, tmp)
+                os.replace(tmp, dst_path)
+            finally:
+                if os.path.exists(tmp):
+                    os.unlink(tmp)
+            return True
+
+    checkpoint_utils.PathManager = AtomicCopyPathManager

@@ -22,6 +22,13 @@ def _normalize(x: torch.Tensor) -> torch.Tensor:
     return F.normalize(x.float(), dim=-1, eps=1e-6)
 
 
+def _count_correct(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    # an empty batch (a rank's dummy batch with --gather-negatives off) has nothing to rank
+    if logits.numel() == 0:
+        return targets.new_zeros(())
+    return (logits.argmax(dim=-1) == targets).sum()
+
+
 def nt_xent(
     z1: torch.Tensor,
     z2: torch.Tensor,
@@ -51,7 +58,7 @@ def nt_xent(
     self_mask[torch.arange(len(anchors), device=z.device), anchors] = True
     logits = logits.masked_fill(self_mask, float("-inf"))
     loss = F.cross_entropy(logits, targets, reduction="sum")
-    correct = (logits.argmax(dim=-1) == targets).sum()
+    correct = _count_correct(logits, targets)
     return loss, correct
 
 
@@ -86,5 +93,5 @@ def simcse(
         weight[torch.arange(len(rows), device=z1.device), m + rows] = hard_negative_weight
         logits = logits + weight
     loss = F.cross_entropy(logits, rows, reduction="sum")
-    correct = (logits.argmax(dim=-1) == rows).sum()
+    correct = _count_correct(logits, rows)
     return loss, correct

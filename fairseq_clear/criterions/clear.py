@@ -14,6 +14,7 @@ so the update is exactly ∇(L_MLM + λ·L_CL) over the global batch.
 Losses are logged in bits (base 2), like fairseq's ``masked_lm``.
 """
 
+import importlib.util
 import logging
 import math
 from dataclasses import dataclass, field
@@ -69,6 +70,10 @@ class ClearCriterionConfig(FairseqDataclass):
     )
     world_size: int = II("distributed_training.distributed_world_size")
     tpu: bool = II("common.tpu")
+    fp16: bool = II("common.fp16")
+    bf16: bool = II("common.bf16")
+    amp: bool = II("common.amp")
+    cpu: bool = II("common.cpu")
 
 
 def _device_of(sample):
@@ -86,14 +91,37 @@ def _device_of(sample):
 class ClearCriterion(FairseqCriterion):
     def __init__(self, cfg: ClearCriterionConfig, task):
         super().__init__(task)
-        if not cfg.temperature > 0:
-            raise ValueError(f"--temperature must be > 0, got {cfg.temperature}")
-        if cfg.cl_weight < 0:
-            raise ValueError(f"--cl-weight must be >= 0, got {cfg.cl_weight}")
+        # written so that nan and inf fail too (nan compares false with everything)
+        if not 0 < cfg.temperature < math.inf:
+            raise ValueError(f"--temperature must be > 0 and finite, got {cfg.temperature}")
+        if not 0 <= cfg.cl_weight < math.inf:
+            raise ValueError(f"--cl-weight must be >= 0 and finite, got {cfg.cl_weight}")
+        if not math.isfinite(cfg.hard_negative_weight):
+            raise ValueError(f"--hard-negative-weight must be finite, got {cfg.hard_negative_weight}")
+        # else fairseq fails later, deep inside (a CUDA assertion, or torch_xla missing);
+        # "is True": a config built by hand holds the unresolved "${common...}" strings
+        fp16, bf16, amp, cpu = (getattr(cfg, k, False) is True for k in ("fp16", "bf16", "amp", "cpu"))
+        if (fp16 or amp) and (cpu or not torch.cuda.is_available()):
+            flag = "--fp16" if fp16 else "--amp"
+            raise ValueError(
+                f"{flag} needs a CUDA GPU: fairseq's mixed-precision optimizer and loss "
+                f"scaler are CUDA-only; on CPU train in fp32 (leave out {flag})"
+            )
+        if bf16 and importlib.util.find_spec("torch_xla") is None:
+            raise ValueError(
+                "--bf16 is fairseq's TPU mode (it implies --tpu and needs torch_xla, which "
+                "is not installed); on a GPU use --fp16 or --amp, on CPU leave it out"
+            )
         if cfg.gather_negatives == "on" and cfg.world_size <= 1:
             raise ValueError(
                 "--gather-negatives on needs distributed training, but the world size is "
                 f"{cfg.world_size}; use 'auto' or 'off'"
+            )
+        if getattr(task, "uses_hard_negatives", False) and cfg.loss_form != "simcse":
+            # nt-xent has no place for them: they would be dropped without a word
+            raise ValueError(
+                "the task feeds hard negatives (--hard-negatives), which only --loss-form "
+                "simcse uses; pass --loss-form simcse, or --hard-negatives off"
             )
         self.cfg = cfg
         self.gather = cfg.gather_negatives == "on" or (
@@ -151,8 +179,10 @@ class ClearCriterion(FairseqCriterion):
             n = za.size(0)
             if self.gather and model.training:
                 group = self._group()
+                # a dummy batch's masked tokens are not data: counting them in the
+                # global normaliser would overweight L_CL on the other ranks
                 gathered = distributed.all_gather_counts(
-                    [n, int(n_masked)], group, device
+                    [n, 0 if views.get("is_dummy", False) else int(n_masked)], group, device
                 )
                 sizes = gathered[:, 0].tolist()
                 counts = gathered.sum(0).tolist()

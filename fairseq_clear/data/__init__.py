@@ -1,4 +1,21 @@
+from .contrastive_rows_dataset import ContrastiveRowsDataset
 from .contrastive_views_dataset import ContrastiveViewsDataset
+from .document_dataset import DocumentDataset
+from .document_spans_dataset import DocumentSpansDataset
+from .epoch_shuffled_dataset import EpochShuffledDataset
+from .list_item_dataset import ListItemDataset
+from .row_tokens_dataset import RowTokensDataset
 from .sentence_dataset import SentenceDataset
+from .stacked_rows_dataset import StackedRowsDataset
 
-__all__ = ["ContrastiveViewsDataset", "SentenceDataset"]
+__all__ = [
+    "ContrastiveRowsDataset",
+    "ContrastiveViewsDataset",
+    "DocumentDataset",
+    "DocumentSpansDataset",
+    "EpochShuffledDataset",
+    "ListItemDataset",
+    "RowTokensDataset",
+    "SentenceDataset",
+    "StackedRowsDataset",
+]

@@ -36,6 +36,10 @@ logger = logging.getLogger(__name__)
 POOLING_CHOICES = ("cls", "mean")
 
 
+class DictionarySizeError(ValueError):
+    """A checkpoint's embedding table does not match the size of the dictionary loaded."""
+
+
 def pool(features: torch.Tensor, padding_mask: torch.Tensor, pooling: str) -> torch.Tensor:
     """Sentence vectors from ``features`` (B x T x C).
 
@@ -54,18 +58,21 @@ def pool(features: torch.Tensor, padding_mask: torch.Tensor, pooling: str) -> to
 class ProjectionHead(nn.Module):
     """g(·): ``layers`` dense layers with ``activation`` between them (1 = linear, as CLSR's h)."""
 
-    def __init__(self, input_dim, hidden_dim, output_dim, activation_fn, layers=2):
+    def __init__(self, input_dim, hidden_dim, output_dim, activation_fn, layers=2,
+                 output_activation_fn="linear"):
         super().__init__()
         dims = [input_dim] + [hidden_dim] * (layers - 1) + [output_dim]
         self.layers = nn.ModuleList(nn.Linear(a, b) for a, b in zip(dims[:-1], dims[1:]))
         self.activation_fn = utils.get_activation_fn(activation_fn)
+        # SimCSE's head is dense -> tanh: one layer with an output activation
+        self.output_activation_fn = utils.get_activation_fn(output_activation_fn)
 
     def forward(self, x):
         for i, layer in enumerate(self.layers):
             if i > 0:
                 x = self.activation_fn(x)
             x = layer(x)
-        return x
+        return self.output_activation_fn(x)
 
 
 class SentenceMLP(nn.Module):
@@ -115,6 +122,12 @@ class ClearRobertaModel(RobertaModel):
             help="activation inside g (default: relu, as SimCLR)",
         )
         parser.add_argument(
+            "--projection-output-activation-fn",
+            choices=utils.get_available_activation_fns(),
+            help="activation after g's last layer: linear (CLEAR, CLSR) or tanh (SimCSE's "
+            "dense-tanh head with --projection-layers 1) (default: linear)",
+        )
+        parser.add_argument(
             "--freeze-encoder",
             action="store_true",
             help="CLSR: keep the transformer encoder fixed (no gradient, no dropout); "
@@ -150,6 +163,7 @@ class ClearRobertaModel(RobertaModel):
                 args.projection_dim or dim,
                 args.projection_activation_fn,
                 args.projection_layers,
+                args.projection_output_activation_fn,
             )
         if args.freeze_encoder:
             for p in self.encoder.parameters():
@@ -216,6 +230,21 @@ class ClearRobertaModel(RobertaModel):
             **kwargs,
         )
 
+    def load_state_dict(self, state_dict, strict=True, model_cfg=None, args=None):
+        # a dictionary of another size would fail deep inside torch with a bare shape
+        # message; say which file and which sizes instead
+        expected = self.encoder.sentence_encoder.embed_tokens.weight.size(0)
+        for key in ("encoder.sentence_encoder.embed_tokens.weight",
+                    "decoder.sentence_encoder.embed_tokens.weight"):
+            if key in state_dict and state_dict[key].size(0) != expected:
+                raise DictionarySizeError(
+                    f"the checkpoint was trained with a dictionary of {state_dict[key].size(0)} "
+                    f"types, but dict.txt of the data directory gives {expected} (its entries, "
+                    "fairseq's 4 specials, <mask> and [DEL]); use the dict.txt of the data the "
+                    "model was trained on"
+                )
+        return super().load_state_dict(state_dict, strict=strict, model_cfg=model_cfg, args=args)
+
     def upgrade_state_dict_named(self, state_dict, name):
         super().upgrade_state_dict_named(state_dict, name)
         prefix = name + "." if name != "" else ""
@@ -230,6 +259,20 @@ class ClearRobertaModel(RobertaModel):
                     logger.info("not loading %s from the checkpoint: this task does not use it", module_name)
                 continue
             current = module.state_dict()
+            saved = {k[len(key_prefix):]: v for k, v in state_dict.items() if k.startswith(key_prefix)}
+            if saved and (
+                saved.keys() != current.keys()
+                or any(saved[k].shape != current[k].shape for k in current)
+            ):
+                # a checkpoint of another head configuration (e.g. CLEAR's 2-layer g
+                # loaded for CLSR's linear h): the encoder carries over, the head restarts
+                for k in saved:
+                    del state_dict[key_prefix + k]
+                logger.info(
+                    "%s in the checkpoint has another shape (%s); starting it from its "
+                    "initialisation", module_name,
+                    ", ".join(f"{k}{tuple(v.shape)}" for k, v in sorted(saved.items())),
+                )
             missing = [k for k in current if key_prefix + k not in state_dict]
             for k in missing:
                 state_dict[key_prefix + k] = current[k]
@@ -254,6 +297,9 @@ def base_clear_architecture(args):
     args.projection_hidden_dim = safe_getattr(args, "projection_hidden_dim", None) or 0
     args.projection_dim = safe_getattr(args, "projection_dim", None) or 0
     args.projection_activation_fn = safe_getattr(args, "projection_activation_fn", None) or "relu"
+    args.projection_output_activation_fn = (
+        safe_getattr(args, "projection_output_activation_fn", None) or "linear"
+    )
     args.freeze_encoder = safe_getattr(args, "freeze_encoder", False)
     args.sentence_mlp_hidden_dim = safe_getattr(args, "sentence_mlp_hidden_dim", None) or 0
     args.sentence_mlp_dim = safe_getattr(args, "sentence_mlp_dim", None) or 0

@@ -28,7 +28,8 @@ from fairseq.tasks import register_task
 from fairseq.tasks.masked_lm import MaskedLMConfig, MaskedLMTask
 
 from .. import augmentations as aug
-from ..data import ContrastiveViewsDataset, SentenceDataset
+from ..data import ContrastiveViewsDataset, SentenceDataset, batching, prefetch_threads
+from ..evaluation.sts_validation import HELP as STS_VALIDATION_HELP, StsValidationMixin
 
 logger = logging.getLogger(__name__)
 
@@ -109,11 +110,18 @@ class ClearConfig(MaskedLMConfig):
             "(default: DATA/sentencepiece.model)"
         },
     )
-    contrastive: bool = field(
-        default=True,
+    mlm_only: bool = field(
+        default=False,
         metadata={
-            "help": "build the two views for the contrastive loss; false gives the "
-            "MLM-only baseline (§5.1) on the same data and model"
+            "help": "MLM-only baseline (§5.1): no views and no contrastive loss, on the "
+            "same data, model and criterion (with a doubled --batch-size: Double-batch)"
+        },
+    )
+    no_mlm: bool = field(
+        default=False,
+        metadata={
+            "help": "leave out the masked LM loss and train the contrastive loss alone "
+            "(SimCSE unsupervised); CLEAR and DeCLUTR keep it"
         },
     )
     double_mlm: bool = field(
@@ -122,6 +130,14 @@ class ClearConfig(MaskedLMConfig):
             "help": "Double-MLM baseline (§5.1): add a second, independent masking of "
             "each sentence with its own MLM loss"
         },
+    )
+    # in-training STS-B validation (fairseq_clear/evaluation/sts_validation.py)
+    sts_validation: str = field(default="", metadata={"help": STS_VALIDATION_HELP["sts_validation"]})
+    sts_validation_pooling: str = field(
+        default="", metadata={"help": STS_VALIDATION_HELP["sts_validation_pooling"]}
+    )
+    sts_validation_batch_size: int = field(
+        default=128, metadata={"help": STS_VALIDATION_HELP["sts_validation_batch_size"]}
     )
 
 
@@ -134,6 +150,10 @@ def validate_config(cfg) -> list:
         )
     if cfg.tokens_per_sample < 3:
         raise ClearConfigError(f"--tokens-per-sample must be >= 3, got {cfg.tokens_per_sample}")
+    if cfg.no_mlm and cfg.mlm_only:
+        raise ClearConfigError("--no-mlm with --mlm-only leaves no loss to train")
+    if cfg.double_mlm and cfg.no_mlm:
+        raise ClearConfigError("--double-mlm adds a second masking; it cannot go with --no-mlm")
     for name in ("mask_prob", "leave_unmasked_prob", "random_token_prob"):
         value = getattr(cfg, name)
         if not 0.0 <= value <= 1.0:
@@ -181,7 +201,7 @@ def load_dictionary(data: str) -> Dictionary:
 
 
 @register_task("clear", dataclass=ClearConfig)
-class ClearTask(MaskedLMTask):
+class ClearTask(StsValidationMixin, MaskedLMTask):
     """MLM on each sentence plus two augmented views of it for NT-Xent."""
 
     cfg: ClearConfig
@@ -191,10 +211,11 @@ class ClearTask(MaskedLMTask):
         super().__init__(cfg, dictionary)  # adds <mask>
         self.del_idx = self.dictionary.add_symbol(DEL_SYMBOL)
         self._augment = None
+        self.init_sts_validation(cfg)  # --sts-validation (StsValidationMixin)
 
     @property
     def is_contrastive(self):
-        return self.cfg.contrastive
+        return not self.cfg.mlm_only
 
     @classmethod
     def setup_task(cls, cfg: ClearConfig, **kwargs):
@@ -234,6 +255,24 @@ class ClearTask(MaskedLMTask):
                 )
         return self._augment
 
+    def log_synonym_coverage(self, sentences, sample_size: int = 10000):
+        """Log the share of words that have a synonym (paper: ~40% of tokens), on a sample."""
+        self.build_augmentation()
+        index = getattr(self, "synonym_index", None)
+        if index is None or len(sentences) == 0:
+            return None
+        from ..synonyms import synonym_coverage
+
+        picks = np.linspace(0, len(sentences) - 1, min(sample_size, len(sentences))).astype(int)
+        covered, total = synonym_coverage(index, (sentences[int(i)][1:-1].numpy() for i in picks))
+        share = covered / max(total, 1)
+        logger.info(
+            "subs: %.1f%% of the words in %d sampled sentences have a synonym in %s "
+            "(the paper reports about 40%% of tokens)",
+            100 * share, len(picks), self.cfg.synonym_table,
+        )
+        return share
+
     # ---- data ---------------------------------------------------------------------
     def load_sentences(self, split, epoch=1, combine=False) -> SentenceDataset:
         paths = utils.split_paths(self.cfg.data)
@@ -269,17 +308,18 @@ class ClearTask(MaskedLMTask):
     def load_dataset(self, split, epoch=1, combine=False, **kwargs):
         sentences = self.load_sentences(split, epoch, combine)
         pad = self.source_dictionary.pad()
-        src, tgt = self.mask(sentences, self.cfg.seed)
         defn = {
             "id": IdDataset(),
-            "net_input": {
+            "nsentences": NumSamplesDataset(),
+            "ntokens": NumelDataset(sentences, reduce=True),
+        }
+        if not self.cfg.no_mlm:
+            src, tgt = self.mask(sentences, self.cfg.seed)
+            defn["net_input"] = {
                 "src_tokens": RightPadDataset(src, pad_idx=pad),
                 "src_lengths": NumelDataset(src, reduce=False),
-            },
-            "target": RightPadDataset(tgt, pad_idx=pad),
-            "nsentences": NumSamplesDataset(),
-            "ntokens": NumelDataset(src, reduce=True),
-        }
+            }
+            defn["target"] = RightPadDataset(tgt, pad_idx=pad)
         if self.cfg.double_mlm:
             # a different seed gives an independent second masking of each sentence
             src2, tgt2 = self.mask(sentences, self.cfg.seed + 7919)
@@ -288,7 +328,9 @@ class ClearTask(MaskedLMTask):
                 "src_lengths": NumelDataset(src2, reduce=False),
             }
             defn["target2"] = RightPadDataset(tgt2, pad_idx=pad)
-        if self.cfg.contrastive:
+        if not self.cfg.mlm_only:
+            if split == getattr(self.cfg, "train_subset", "train"):
+                self.log_synonym_coverage(sentences)
             defn["contrastive"] = ContrastiveViewsDataset(
                 sentences,
                 self.build_augmentation(),
@@ -302,6 +344,17 @@ class ClearTask(MaskedLMTask):
         with data_utils.numpy_seed(self.cfg.seed):
             shuffle = np.random.permutation(len(sentences))
         self.datasets[split] = SortDataset(dataset, sort_order=[shuffle, sentences.sizes])
+
+    def get_batch_iterator(self, dataset, *args, **kwargs):
+        batching.keep_last_batch(dataset)  # fairseq drops it: see data/batching.py
+        itr = super().get_batch_iterator(dataset, *args, **kwargs)
+        # --num-workers > 0: a worker holds the copy of the dataset made when it
+        # started, so fairseq's reused, persistent DataLoader would keep epoch 1's
+        # views and masks for ever, while a resumed run starts workers at the
+        # right epoch and diverges. A fresh loader per epoch sees set_epoch().
+        itr.reuse_dataloader = False
+        itr.persistent_workers = False
+        return prefetch_threads.track(itr)  # no abort at exit (see prefetch_threads)
 
     def train_step(self, sample, model, criterion, optimizer, update_num, ignore_grad=False):
         if ignore_grad and isinstance(sample.get("contrastive"), dict):

@@ -1,0 +1,225 @@
+"""Speed of the hub's ``embed()``: sentences/s on CPU threads, as ratios from one run.
+
+    python benchmarks/bench_embed.py                       # uses ../shared/data
+    python benchmarks/bench_embed.py --sts-b PATH/sts-test.csv --corpus PATH/sentences.txt
+
+Compares, over the STS-B test sentences (both sides of every pair):
+
+* ``embed()`` of a randomly initialised ``--arch clear_roberta_small`` encoder
+  (6 layers, 384 dims, 12 heads, 1536 FFN; vocabulary: a sentencepiece model
+  trained on ``--corpus``),
+* sentence-transformers' ``encode()`` of the *same* model exported with
+  ``clear-export-hf`` (identical shape, weights and tokenisation, so only the
+  inference code differs; the vectors are checked to agree),
+* a per-sentence ``extract_features`` loop (what one writes with fairseq's
+  RoBERTa hub alone: ``extract_features(encode(s))[:, 0]`` for each sentence).
+
+Goals: embed() >= 1.2x sentence-transformers and >= 20x the loop. Both
+poolings are timed ([CLS] lets embed() skip most of the top layer, mean
+cannot). All timings use the same thread count (``--threads``, default 2)
+and batch size; embed() and encode() passes are interleaved and the best of
+``--repeats`` is kept, after a warm-up. The machine's load average is
+recorded: numbers from a busy machine are noisy. Writes
+benchmarks/results/bench_embed.json.
+"""
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared" / "data"
+DEFAULT_STS_B = SHARED / "sts" / "STSBenchmark" / "sts-test.csv"
+DEFAULT_CORPUS = SHARED / "corpus" / "wiki1m_for_simcse_sample" / "wiki1m_for_simcse.first11914lines.txt"
+
+
+def bin_path(name):
+    return str(Path(sys.executable).parent / name)
+
+
+def run(cmd, threads):
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads))
+    proc = subprocess.run([str(c) for c in cmd], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    if proc.returncode != 0:
+        sys.exit(f"failed: {' '.join(map(str, cmd))}\n{proc.stdout[-3000:]}")
+
+
+def build_model(work: Path, corpus: Path, vocab_size: int, threads: int):
+    """A clear_roberta_small checkpoint (one update from random init) with a real vocabulary."""
+    import sentencepiece as spm
+
+    sys.path.insert(0, str(REPO / "tests"))
+    from helpers import write_dict_from_spm  # the data contract's dict.txt
+
+    data = work / "data"
+    ckpt = work / "ckpt" / "checkpoint_last.pt"
+    if ckpt.is_file():
+        return data, ckpt
+    data.mkdir(parents=True, exist_ok=True)
+    lines = [l.strip() for l in corpus.read_text(encoding="utf-8").splitlines() if l.strip()]
+    (work / "corpus.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    spm.SentencePieceTrainer.train(
+        input=str(work / "corpus.txt"), model_prefix=str(data / "sentencepiece"),
+        vocab_size=vocab_size, model_type="unigram", minloglevel=2, num_threads=threads,
+    )
+    sp = spm.SentencePieceProcessor(model_file=str(data / "sentencepiece.model"))
+    with open(work / "train.spm", "w", encoding="utf-8") as f:
+        for line in lines[:2000]:
+            f.write(" ".join(sp.encode(line, out_type=str)) + "\n")
+    write_dict_from_spm(str(data / "sentencepiece.model"), str(data / "dict.txt"))
+    run([bin_path("fairseq-preprocess"), "--only-source", "--srcdict", data / "dict.txt",
+         "--trainpref", work / "train.spm", "--validpref", work / "train.spm",
+         "--destdir", data, "--workers", "1"], threads)
+    run([bin_path("fairseq-train"), data, "--user-dir", REPO / "fairseq_clear",
+         "--task", "clear", "--criterion", "clear", "--arch", "clear_roberta_small",
+         "--tokens-per-sample", "128", "--batch-size", "8", "--optimizer", "adam", "--lr", "1e-5",
+         "--max-update", "1", "--save-dir", ckpt.parent, "--cpu", "--num-workers", "0",
+         "--disable-validation", "--no-epoch-checkpoints", "--seed", "1"], threads)
+    return data, ckpt
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sts-b", type=Path, default=DEFAULT_STS_B, help="STS-B test csv (default: ../shared)")
+    parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS, help="text to train the sentencepiece vocabulary on")
+    parser.add_argument("--vocab-size", type=int, default=8000, help="sentencepiece vocabulary (default: 8000)")
+    parser.add_argument("--threads", type=int, default=2, help="torch threads for every timing (default: 2)")
+    parser.add_argument("--batch-size", type=int, default=64, help="batch size of embed() and encode() (default: 64)")
+    parser.add_argument("--poolings", default="cls,mean", help="poolings to time, comma-separated (default: cls,mean)")
+    parser.add_argument("--repeats", type=int, default=3, help="timed passes of each, interleaved; the best is kept (default: 3)")
+    parser.add_argument("--loop-sentences", type=int, default=300,
+                        help="first N sentences for the per-sentence loop (its rate is per sentence; default: 300)")
+    parser.add_argument("--work-dir", type=Path, help="keep the model here and reuse it (default: a temporary directory)")
+    parser.add_argument("--output", type=Path, default=REPO / "benchmarks" / "results" / "bench_embed.json")
+    args = parser.parse_args()
+    for path, opt in ((args.sts_b, "--sts-b"), (args.corpus, "--corpus")):
+        if not path.is_file():
+            sys.exit(f"error: {opt} '{path}' does not exist")
+
+    os.environ["OMP_NUM_THREADS"] = str(args.threads)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    import torch
+
+    torch.set_num_threads(args.threads)
+    import fairseq_clear  # noqa: F401
+    from fairseq_clear.cli.export_hf import export
+    from fairseq_clear.evaluation.sts import read_sts_benchmark
+    from fairseq_clear.models.hub_interface import from_pretrained
+
+    load_before = os.getloadavg()
+    tmp = None
+    work = args.work_dir
+    if work is None:
+        tmp = tempfile.mkdtemp(prefix="bench_embed_")
+        work = Path(tmp)
+    work.mkdir(parents=True, exist_ok=True)
+    try:
+        data, ckpt = build_model(work, args.corpus, args.vocab_size, args.threads)
+        hub = from_pretrained(ckpt.parent, ckpt.name, data)
+        pairs = read_sts_benchmark(str(args.sts_b))
+        sentences = pairs.sent1 + pairs.sent2
+        n = len(sentences)
+        from sentence_transformers import SentenceTransformer
+
+        loop_sentences = sentences[: args.loop_sentences]
+
+        def loop():
+            with torch.no_grad():
+                return [hub.extract_features(hub.encode(s))[0, 0] for s in loop_sentences]
+
+        per_pooling = {}
+        for pooling in args.poolings.split(","):
+            st_dir = work / f"st-{pooling}"
+            export(hub, str(st_dir), pooling=pooling)
+            st = SentenceTransformer(str(st_dir), device="cpu")
+            torch.set_num_threads(args.threads)  # loading libraries may reset it
+
+            def ours():
+                return hub.embed(sentences, pooling=pooling, batch_size=args.batch_size, show_progress=False)
+
+            def theirs():
+                return st.encode(sentences, batch_size=args.batch_size, convert_to_numpy=True, show_progress_bar=False)
+
+            # warm-up (allocator, kernels), and the two must agree
+            max_diff = float(np.abs(ours() - theirs()).max())
+            # interleaved passes: a load spike hits both sides alike; the best pass of each is kept
+            times = {"embed": [], "sentence_transformers": []}
+            for _ in range(args.repeats):
+                for name, fn in (("embed", ours), ("sentence_transformers", theirs)):
+                    start = time.perf_counter()
+                    fn()
+                    times[name].append(time.perf_counter() - start)
+            rates = {k: n / min(v) for k, v in times.items()}
+            per_pooling[pooling] = {
+                "sentences_per_second": rates,
+                "seconds": times,
+                "ratio_vs_sentence_transformers": rates["embed"] / rates["sentence_transformers"],
+                "max_abs_difference_embed_vs_st": max_diff,
+            }
+        loop()  # warm-up
+        loop_times = []
+        for _ in range(args.repeats):
+            start = time.perf_counter()
+            loop()
+            loop_times.append(time.perf_counter() - start)
+        loop_rate = len(loop_sentences) / min(loop_times)
+        for res in per_pooling.values():
+            res["sentences_per_second"]["extract_features_loop"] = loop_rate
+            res["seconds"]["extract_features_loop"] = loop_times
+            res["ratio_vs_loop"] = res["sentences_per_second"]["embed"] / loop_rate
+        result = {
+            "sentences": n,
+            "source": str(args.sts_b),
+            "model": "clear_roberta_small (6 layers, 384 dims, 12 heads, 1536 FFN), random init, "
+                     f"vocabulary {len(hub.task.source_dictionary)}",
+            "max_positions": hub.model.max_positions(),
+            "batch_size": args.batch_size,
+            "threads": args.threads,
+            "repeats": args.repeats,
+            "loop_sentences": len(loop_sentences),
+            "results": per_pooling,
+            "goals": {"vs_sentence_transformers": 1.2, "vs_loop": 20},
+            "machine": {
+                "cpu_count": os.cpu_count(),
+                "load_average_before": load_before,
+                "load_average_after": os.getloadavg(),
+                "platform": platform.platform(),
+                "torch": torch.__version__,
+            },
+            "command": " ".join([os.path.relpath(sys.argv[0], REPO)] + sys.argv[1:]),
+        }
+        import sentence_transformers
+        import transformers
+
+        result["machine"]["sentence_transformers"] = sentence_transformers.__version__
+        result["machine"]["transformers"] = transformers.__version__
+    finally:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    print(f"{n} STS-B test sentences, {args.threads} threads, batch {args.batch_size} "
+          f"(load average before {load_before[0]:.2f}, after {result['machine']['load_average_after'][0]:.2f}; "
+          f"{os.cpu_count()} CPUs)")
+    for pooling, res in per_pooling.items():
+        r = res["sentences_per_second"]
+        print(f"  {pooling:4s} pooling: embed {r['embed']:.1f}/s, sentence-transformers {r['sentence_transformers']:.1f}/s, "
+              f"extract_features loop {r['extract_features_loop']:.1f}/s")
+        print(f"       embed() / encode(): {res['ratio_vs_sentence_transformers']:.2f}x (goal >= 1.2x); "
+              f"embed() / loop: {res['ratio_vs_loop']:.1f}x (goal >= 20x); "
+              f"max |embed - encode| = {res['max_abs_difference_embed_vs_st']:.1e}")
+    print(f"wrote {args.output}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,316 @@
+"""Speed and memory of the preprocessing pipeline (clear-prepare) on WikiText.
+
+    python benchmarks/bench_preprocess.py                 # ../shared/data/corpus, workers 1 and 2
+    python benchmarks/bench_preprocess.py --quick         # smaller: one scale, fewer repeats
+
+Reports, for 1 and 2 worker processes, sentences/s of the three corpus-sized stages:
+
+* splitting: raw WikiText → one sentence per line (cleaning + Punkt), ``text.split_files``;
+* encoding: sentences → sentencepiece pieces, ``encode.encode_file``;
+* binarizing: the real ``fairseq-preprocess --only-source --workers N`` (its start-up,
+  about 5 s of imports, is measured on a one-line file and reported separately);
+
+and the peak memory (PSS, summed over the process tree: the pipeline, its workers and
+fairseq-preprocess's) of a whole ``clear-prepare`` run on the corpus and on 3 copies
+of it, to show that memory does not grow with the corpus. Both runs use the same
+``--spm-sample-size`` and ``--punkt-sample-chars``: those samples are bounded by the
+options, not by the corpus.
+
+The corpus is WikiText-103 valid + test + the first 143 train articles (about 5 MB,
+36k sentences) from ../shared/data/corpus; the stage timings run on ``--stage-scale``
+(3) copies of it, so that fixed costs (forking workers, loading models) weigh less.
+Copies are written to a temporary directory. The CPU seconds of the main process and
+of the workers are recorded too, and from them the speed-up the work allows on an
+otherwise idle machine ("CPU-bound estimate"), which a loaded machine cannot show.
+The machine's load average is recorded before and after: on a shared machine the
+numbers are noisy. Writes benchmarks/results/bench_preprocess.json.
+"""
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+CORPUS = REPO.parent / "shared" / "data" / "corpus" / "wikitext-103"
+FILES = ["wiki.train.tokens.first_articles", "wiki.valid.tokens", "wiki.test.tokens"]
+
+
+# ---- memory of a process tree -----------------------------------------------------------
+
+def _children(pid):
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            return [int(c) for c in f.read().split()]
+    except OSError:
+        return []
+
+
+def _pss_kb(pid):
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            for line in f:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+class TreeMemory:
+    """Samples the summed PSS of a process and its descendants every ``interval`` s."""
+
+    def __init__(self, pid, interval=0.1):
+        self.pid, self.interval = pid, interval
+        self.peak_kb = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        while not self._stop.is_set():
+            todo, total = [self.pid], 0
+            while todo:
+                p = todo.pop()
+                total += _pss_kb(p)
+                todo.extend(_children(p))
+            self.peak_kb = max(self.peak_kb, total)
+            self._stop.wait(self.interval)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+
+    @property
+    def peak_mb(self):
+        return round(self.peak_kb / 1024, 1)
+
+
+# ---- stages -------------------------------------------------------------------------------
+
+def timed(fn, repeats):
+    """Best wall-clock time of ``repeats`` runs, the result, and the CPU seconds of this
+    process and of its (finished) child processes in the best run. (No memory sampling
+    here: reading /proc/*/smaps_rollup costs this process CPU time.)"""
+    best, result, cpu = None, None, None
+    for _ in range(repeats):
+        before_self, before_children = time.process_time(), _children_cpu()
+        start = time.perf_counter()
+        result = fn()
+        seconds = time.perf_counter() - start
+        if best is None or seconds < best:
+            best = seconds
+            cpu = {"cpu_seconds_main": round(time.process_time() - before_self, 3),
+                   "cpu_seconds_workers": round(_children_cpu() - before_children, 3)}
+    return best, result, cpu
+
+
+def _children_cpu():
+    import resource
+
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def cpu_bound_speedup(one, many, workers, cpus=None):
+    """Speed-up the CPU seconds allow on an otherwise idle machine: the CPU time of the
+    1-worker run over the least wall time the N-worker run can take, which is bounded by
+    its busiest process (the main one, or a worker's share) and by all of its CPU time
+    spread over the machine's CPUs."""
+    cpus = cpus or os.cpu_count() or 1
+    total_one = one["cpu_seconds_main"] + one["cpu_seconds_workers"]
+    total_many = many["cpu_seconds_main"] + many["cpu_seconds_workers"]
+    critical = max(many["cpu_seconds_main"], many["cpu_seconds_workers"] / workers,
+                   total_many / cpus)
+    return round(total_one / critical, 2) if critical > 0 else None
+
+
+def bench_stages(raw: Path, work: Path, workers_list, repeats, vocab_size):
+    from fairseq_clear.preprocessing import binarize, encode, text
+
+    options = {"formats": {str(raw): "wikitext"}, "documents": "blank-lines",
+               "wikitext_headings": "drop", "wikitext_markers": "join", "invalid_utf8": "replace"}
+    params, _ = text.train_punkt([str(raw)], ["wikitext"], 3_000_000,
+                                 {"wikitext_markers": "join"}, False)
+    sent = work / "corpus.sent"
+    results = {"splitting": {}, "encoding": {}, "binarizing": {}}
+    for w in workers_list:
+        seconds, stats, cpu = timed(
+            lambda: text.split_files([str(raw)], str(sent), options, params, w, False), repeats)
+        results["splitting"][w] = {"seconds": round(seconds, 3), **cpu, "sentences": stats["sentences"],
+                                   "sentences_per_s": round(stats["sentences"] / seconds),
+                                   "mb_per_s": round(raw.stat().st_size / seconds / 1e6, 2)}
+    model = work / "sentencepiece.model"
+    encode.train_sentencepiece(str(sent), str(model), vocab_size, "unigram", 1_000_000, 1, 0.9999,
+                               "<unk>", 2, str(work))
+    spm_out = work / "corpus.spm"
+    for w in workers_list:
+        seconds, (stats, counts), cpu = timed(
+            lambda: encode.encode_file(str(sent), str(spm_out), str(model), 510, "split", "<unk>",
+                                       w, False), repeats)
+        results["encoding"][w] = {"seconds": round(seconds, 3), **cpu, "sentences": stats["sentences"],
+                                  "sentences_per_s": round(stats["sentences"] / seconds),
+                                  "tokens_per_s": round(stats["tokens"] / seconds)}
+    encode.write_dict(str(model), counts, str(work / "dict.txt"))
+    tiny = work / "tiny.spm"
+    tiny.write_text("\u2581a\n", encoding="utf-8")
+    cmd = binarize.fairseq_preprocess_command()
+
+    def run_preprocess(pref, w):
+        dest = work / f"bin-{w}"
+        shutil.rmtree(dest, ignore_errors=True)
+        subprocess.run(cmd + ["--only-source", "--srcdict", str(work / "dict.txt"), "--trainpref",
+                              str(pref), "--destdir", str(dest), "--workers", str(w)],
+                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                       env=dict(os.environ, OMP_NUM_THREADS="1"))
+
+    startup, _, startup_cpu = timed(lambda: run_preprocess(tiny, 1), repeats)
+    lines = stats["lines"]
+    for w in workers_list:
+        seconds, _, cpu = timed(lambda: run_preprocess(spm_out, w), repeats)
+        net = max(seconds - startup, 1e-6)
+        # fairseq-preprocess is one child process tree: its CPU is all "workers"; without
+        # its start-up, for the idle-machine estimate
+        cpu["cpu_seconds_workers"] = round(cpu["cpu_seconds_workers"]
+                                           - startup_cpu["cpu_seconds_workers"], 3)
+        results["binarizing"][w] = {"seconds": round(seconds, 3), **cpu,
+                                    "startup_seconds": round(startup, 3),
+                                    "lines": lines, "sentences_per_s": round(stats["sentences"] / seconds),
+                                    "sentences_per_s_without_startup": round(stats["sentences"] / net)}
+    for stage, by_w in results.items():
+        ws = sorted(by_w)
+        if len(ws) > 1:
+            key = "sentences_per_s_without_startup" if stage == "binarizing" else "sentences_per_s"
+            by_w["speedup_%d_vs_%d_workers" % (ws[-1], ws[0])] = round(
+                by_w[ws[-1]][key] / by_w[ws[0]][key], 2)
+            if stage != "binarizing":  # fairseq-preprocess's own pool: not separable here
+                by_w["cpu_bound_speedup_%d_vs_%d_workers" % (ws[-1], ws[0])] = cpu_bound_speedup(
+                    by_w[ws[0]], by_w[ws[-1]], ws[-1])
+    return results
+
+
+def bench_memory(raw_files, work: Path, scale: int, workers: int, vocab_size: int):
+    """A whole clear-prepare run in a fresh process on ``scale`` copies of the corpus."""
+    raw = work / f"corpus_x{scale}.tokens"
+    with open(raw, "wb") as out:
+        for _ in range(scale):
+            for f in raw_files:
+                out.write(f.read_bytes())
+    out_dir = work / f"prepared_x{scale}"
+    shutil.rmtree(out_dir, ignore_errors=True)
+    cmd = [sys.executable, "-m", "fairseq_clear.preprocessing.pipeline", str(raw), str(out_dir),
+           "--workers", str(workers), "--vocab-size", str(vocab_size), "--spm-sample-size", "20000",
+           "--valid-size", "0.01", "--test-size", "0", "--no-progress"]
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env=dict(os.environ, OMP_NUM_THREADS="1"))
+    with TreeMemory(proc.pid) as mem:
+        output = proc.communicate()[0]
+    seconds = time.perf_counter() - start
+    if proc.returncode != 0:
+        sys.exit(f"clear-prepare failed:\n{output[-3000:]}")
+    summary = json.loads((out_dir / "summary.json").read_text())
+    sentences = sum(s["sentences"] for s in summary["splits"].values())
+    shutil.rmtree(out_dir, ignore_errors=True)
+    raw.unlink()
+    return {"scale": scale, "bytes": sum(f.stat().st_size for f in raw_files) * scale,
+            "sentences": sentences, "seconds": round(seconds, 2),
+            "sentences_per_s_end_to_end": round(sentences / seconds),
+            "peak_pss_mb_process_tree": mem.peak_mb,
+            "steps_seconds": {k: v["seconds"] for k, v in summary["steps"].items()}}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--corpus-dir", default=str(CORPUS),
+                        help="folder with the WikiText-103 files (default: %(default)s)")
+    parser.add_argument("--workers", default="1,2", help="worker counts to compare (default: %(default)s)")
+    parser.add_argument("--scales", default="1,3",
+                        help="corpus copies for the memory runs (default: %(default)s)")
+    parser.add_argument("--stage-scale", type=int, default=3,
+                        help="copies of the corpus for the per-stage timings, so that the fixed "
+                        "costs (starting workers, loading models) weigh less (default: %(default)s)")
+    parser.add_argument("--repeats", type=int, default=2, help="best of this many runs per stage")
+    parser.add_argument("--vocab-size", type=int, default=16000,
+                        help="sentencepiece vocabulary (default: %(default)s)")
+    parser.add_argument("--quick", action="store_true", help="one repeat, memory at scale 1 and 2")
+    parser.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "bench_preprocess.json"))
+    args = parser.parse_args()
+    if args.quick:
+        args.repeats, args.scales, args.stage_scale = 1, "1,2", 1
+
+    corpus_dir = Path(args.corpus_dir)
+    raw_files = [corpus_dir / f for f in FILES]
+    missing = [str(f) for f in raw_files if not f.is_file()]
+    if missing:
+        sys.exit(f"missing corpus files: {', '.join(missing)}")
+    workers_list = [int(w) for w in args.workers.split(",")]
+    scales = [int(s) for s in args.scales.split(",")]
+    load_before = os.getloadavg()
+    started = time.time()
+    with tempfile.TemporaryDirectory(prefix="bench_preprocess_") as tmp:
+        work = Path(tmp)
+        raw = work / "corpus_stages.tokens"
+        with open(raw, "wb") as out:
+            for _ in range(args.stage_scale):
+                for f in raw_files:
+                    out.write(f.read_bytes())
+        stages = bench_stages(raw, work, workers_list, args.repeats, args.vocab_size)
+        raw.unlink()
+        memory = [bench_memory(raw_files, work, s, max(workers_list), args.vocab_size) for s in scales]
+    load_after = os.getloadavg()
+    growth = memory[-1]["peak_pss_mb_process_tree"] / memory[0]["peak_pss_mb_process_tree"]
+    result = {
+        "command": " ".join([Path(sys.executable).name, "benchmarks/bench_preprocess.py"] + sys.argv[1:]),
+        "corpus": {"files": [str(f) for f in raw_files],
+                   "bytes": sum(f.stat().st_size for f in raw_files),
+                   "copies_for_stage_timings": args.stage_scale},
+        "stages": stages,
+        "memory": memory,
+        "memory_growth_peak_x%d_over_x%d" % (scales[-1], scales[0]): round(growth, 3),
+        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
+                    "python": platform.python_version(),
+                    "loadavg_before": [round(x, 2) for x in load_before],
+                    "loadavg_after": [round(x, 2) for x in load_after]},
+        "note": "sentences/s are best-of-%d wall-clock timings; a load average above the CPU "
+                "count means other jobs shared the CPUs and the numbers (the worker scaling "
+                "above all) understate a quiet machine" % args.repeats,
+        "seconds": round(time.time() - started, 1),
+    }
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    with open(args.out, "w") as f:
+        json.dump(result, f, indent=2)
+        f.write("\n")
+
+    print(f"corpus: {result['corpus']['bytes'] / 1e6:.1f} MB WikiText-103 (stages: {args.stage_scale} "
+          f"copies); CPUs {os.cpu_count()}; "
+          f"load average {load_before[0]:.1f} -> {load_after[0]:.1f}")
+    print(f"{'stage':<11} " + " ".join(f"{f'{w} worker(s)':>16}" for w in workers_list) + "   speed-up")
+    for stage, by_w in stages.items():
+        key = "sentences_per_s_without_startup" if stage == "binarizing" else "sentences_per_s"
+        speed = [k for k in by_w if isinstance(k, str) and k.startswith("speedup")]
+        bound = [k for k in by_w if isinstance(k, str) and k.startswith("cpu_bound")]
+        print(f"{stage:<11} " + " ".join(f"{by_w[w][key]:>10,} sent/s" for w in workers_list)
+              + (f"   {by_w[speed[0]]:.2f}x" if speed else "")
+              + (f" (CPU-bound estimate on an idle machine: {by_w[bound[0]]:.2f}x)" if bound else ""))
+    print(f"binarizing: fairseq-preprocess start-up {stages['binarizing'][workers_list[0]]['startup_seconds']:.1f} s "
+          "(left out of its sentences/s above)")
+    for m in memory:
+        print(f"clear-prepare x{m['scale']} ({m['bytes'] / 1e6:.1f} MB, {m['sentences']:,} sentences): "
+              f"{m['seconds']:.1f} s, peak memory {m['peak_pss_mb_process_tree']:.0f} MB (PSS, process tree)")
+    print(f"peak memory x{scales[-1]} / x{scales[0]}: {growth:.2f}")
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

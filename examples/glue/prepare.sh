@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# GLUE tsv -> fairseq binarized data for fine-tuning a CLEAR checkpoint with
+# fairseq's sentence_prediction task, the way fairseq's
+# examples/roberta/preprocess_GLUE_tasks.sh does it for GPT-2 BPE, but with the
+# pre-training corpus's own sentencepiece model and dict.txt:
+#
+#   examples/glue/prepare.sh GLUE_DIR PRETRAIN_DATA OUT_DIR TASK [TASK ...]
+#
+#   GLUE_DIR       glue_data/ (one folder per task: RTE/train.tsv, dev.tsv, test.tsv, ...)
+#   PRETRAIN_DATA  the binarized pre-training data: dict.txt and sentencepiece.model
+#   OUT_DIR        writes OUT_DIR/TASK-bin/{input0,input1,label}/ (+ sentencepiece.model)
+#   TASK           RTE MRPC STS-B CoLA SST-2 QNLI QQP MNLI WNLI, or ALL
+#
+# Sentence pairs go to input0/input1 (the task adds <s> and the separator
+# </s>: --init-token 0 --separator-token 2); labels are binarized with their
+# own dictionary, except STS-B, whose score / 5 is written as label/*.label
+# (a regression target), as fairseq does.
+set -euo pipefail
+
+if [[ $# -lt 4 ]]; then
+  sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'
+  exit 1
+fi
+GLUE_DIR=$1; PRETRAIN_DATA=$2; OUT_DIR=$3; shift 3
+TASKS=("$@")
+if [[ "${TASKS[0]}" == "ALL" ]]; then
+  TASKS=(RTE MRPC STS-B CoLA SST-2 QNLI QQP MNLI)
+fi
+PYTHON=${PYTHON:-python}
+WORKERS=${WORKERS:-1}
+
+DICT="$PRETRAIN_DATA/dict.txt"
+SPM="${SENTENCEPIECE_MODEL:-$PRETRAIN_DATA/sentencepiece.model}"
+[[ -f "$DICT" ]] || { echo "error: no dict.txt in PRETRAIN_DATA '$PRETRAIN_DATA'" >&2; exit 1; }
+[[ -f "$SPM" ]] || { echo "error: no sentencepiece model '$SPM' (set SENTENCEPIECE_MODEL)" >&2; exit 1; }
+
+for TASK in "${TASKS[@]}"; do
+  [[ -d "$GLUE_DIR/$TASK" ]] || { echo "error: no folder '$GLUE_DIR/$TASK'" >&2; exit 1; }
+  echo "== $TASK"
+  DEST="$OUT_DIR/$TASK-bin"
+  RAW="$OUT_DIR/$TASK-raw"
+  rm -rf "$DEST" "$RAW"
+  # header and column handling, sentencepiece encoding: fairseq_clear/evaluation/glue.py
+  "$PYTHON" -m fairseq_clear.evaluation.glue split "$GLUE_DIR" "$TASK" "$SPM" "$RAW"
+
+  DEV_SPLITS=dev; TEST_SPLITS=test
+  if [[ "$TASK" == "MNLI" ]]; then
+    DEV_SPLITS="dev_matched dev_mismatched"; TEST_SPLITS="test_matched test_mismatched"
+  fi
+  for INPUT in input0 input1; do
+    [[ -f "$RAW/train.$INPUT" ]] || continue
+    VALIDPREF=$(for s in $DEV_SPLITS; do printf '%s,' "$RAW/$s.$INPUT"; done); VALIDPREF=${VALIDPREF%,}
+    TESTPREF=$(for s in $TEST_SPLITS; do [[ -f "$RAW/$s.$INPUT" ]] && printf '%s,' "$RAW/$s.$INPUT"; done; true)
+    TESTPREF=${TESTPREF%,}
+    TESTARGS=()
+    [[ -n "$TESTPREF" ]] && TESTARGS=(--testpref "$TESTPREF")
+    fairseq-preprocess --only-source --srcdict "$DICT" \
+      --trainpref "$RAW/train.$INPUT" --validpref "$VALIDPREF" ${TESTARGS[@]+"${TESTARGS[@]}"} \
+      --destdir "$DEST/$INPUT" --workers "$WORKERS"
+  done
+  if [[ "$TASK" != "STS-B" ]]; then
+    VALIDPREF=$(for s in $DEV_SPLITS; do printf '%s,' "$RAW/$s.label"; done); VALIDPREF=${VALIDPREF%,}
+    fairseq-preprocess --only-source --trainpref "$RAW/train.label" --validpref "$VALIDPREF" \
+      --destdir "$DEST/label" --workers "$WORKERS"
+  else
+    mkdir -p "$DEST/label"
+    cp "$RAW/train.label" "$DEST/label/train.label"
+    cp "$RAW/dev.label" "$DEST/label/valid.label"
+  fi
+  # the hub finds the tokenizer next to the data (ClearRobertaModel.from_pretrained)
+  cp "$SPM" "$DEST/sentencepiece.model"
+  rm -rf "$RAW"
+  echo "wrote $DEST"
+done

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Supervised SimCSE (Gao et al. 2021; seed 004 §4.1, §6.3) with --task contrastive_pairs:
+# each premise against its entailment (positive) and contradiction (hard negative),
+# SimCSE's loss with the hard negatives in every anchor's candidate set, τ = 0.05.
+#
+#   examples/simcse/sup.sh PAIRS_BIN INIT_CHECKPOINT [extra fairseq-train options]
+#
+# PAIRS_BIN  from clear-prepare-pairs, e.g. (the model's data directory gives the
+#            sentencepiece model and dict.txt):
+#              clear-prepare-pairs --train nli_for_simcse.csv --data DATA_BIN --out nli-bin
+#              clear-prepare-pairs --train snli_1.0_train.jsonl multinli_1.0_train.jsonl \
+#                  --data DATA_BIN --out nli-bin          # contradiction = hard negative
+#              clear-prepare-pairs --train quora_duplicate_questions.tsv --data DATA_BIN \
+#                  --out quora-bin                         # seed 004: Quora duplicates
+#            Without a hard_neg column (Quora, STS-B, SICK) the loss is SimCSE's without them.
+#
+# Environment:
+#   SAVE_DIR  (default: checkpoints/simcse-sup)   CPU=1  CPU-sized: 300 updates, batch 64, mean pooling
+#   HARD_NEGATIVE_WEIGHT (default: 0, SimCSE's)
+#   NUM_PAIRS for the schedule (default: 275,601 rows of nli_for_simcse.csv)
+#
+# SimCSE (sup RoBERTa-base): 3 epochs, batch 512, lr 5e-5, max length 32, τ = 0.05,
+# hard-negative log-weight 0, [CLS] with an MLP (kept at test: embed(head="projection")
+# gives it; the default embed() gives [CLS] without it). Seed 004: lr 1e-5, batch 16,
+# NLI for 3 epochs or Quora duplicates (label 1) as positives.
+set -euo pipefail
+if [[ $# -lt 2 ]]; then awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 1; fi
+DATA=$1; INIT=$2; shift 2
+[[ -f "$INIT" ]] || { echo "error: checkpoint '$INIT' does not exist" >&2; exit 1; }
+[[ -d "$DATA/sent0" ]] || { echo "error: '$DATA' has no sent0/: build it with clear-prepare-pairs" >&2; exit 1; }
+SAVE_DIR=${SAVE_DIR:-checkpoints/simcse-sup}
+USER_DIR=$(clear-user-dir 2>/dev/null || echo fairseq_clear)
+# the encoder's arch, sizes and positions are the checkpoint's
+read -r -a MODEL_ARGS <<< "$(python -m fairseq_clear.evaluation.glue model-args "$INIT")"
+if [[ "${CPU:-0}" == "1" ]]; then
+  MAX_UPDATE=${MAX_UPDATE:-300}
+  # a 2-layer model's [CLS] carries little: mean pooling, and a higher lr
+  SETTINGS=(--batch-size 64 --lr 5e-4 --sentence-pooling mean --cpu --num-workers 0
+            --log-interval 20)
+else
+  MAX_UPDATE=${MAX_UPDATE:-$(( 3 * ((${NUM_PAIRS:-275601} + 511) / 512) ))}
+  SETTINGS=(--batch-size 512 --lr 5e-5 --num-workers 4
+            --log-interval 100)
+fi
+mkdir -p "$SAVE_DIR"
+fairseq-train "$DATA" --user-dir "$USER_DIR" \
+  --task contrastive_pairs --tokens-per-sample 32 \
+  --criterion clear --loss-form simcse --temperature 0.05 \
+  --hard-negative-weight "${HARD_NEGATIVE_WEIGHT:-0}" \
+  --sentence-pooling cls --projection-layers 1 --projection-output-activation-fn tanh \
+  --finetune-from-model "$INIT" "${MODEL_ARGS[@]}" \
+  --optimizer adam --adam-betas '(0.9,0.999)' --adam-eps 1e-8 --weight-decay 0.0 \
+  --lr-scheduler polynomial_decay --warmup-updates 0 --total-num-update "$MAX_UPDATE" \
+  --max-update "$MAX_UPDATE" \
+  --seed "${SEED:-1}" --save-dir "$SAVE_DIR" --no-epoch-checkpoints --log-format json \
+  "${SETTINGS[@]}" "$@" 2>&1 | tee "$SAVE_DIR/train.log"

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Unsupervised SimCSE (Gao et al. 2021; seed 004 §4.1) with --task clear: both
+# views are the sentence itself (--augmentations none), so dropout is the only
+# noise; the contrastive loss alone (--no-mlm), SimCSE's loss form, τ = 0.05, a
+# dense+tanh head over [CLS] used in training only (embed() never applies it).
+#
+#   examples/simcse/unsup.sh DATA_BIN INIT_CHECKPOINT [extra fairseq-train options]
+#
+# DATA_BIN         one sentence per line (SimCSE: wiki1m_for_simcse.txt through
+#                  clear-prepare --input-format lines --documents lines)
+# INIT_CHECKPOINT  the pre-trained encoder (SimCSE starts from BERT/RoBERTa)
+#
+# Environment:
+#   SAVE_DIR  (default: checkpoints/simcse-unsup)     CPU=1  CPU-sized: 300 updates, batch 64, mean pooling
+#   SEED      (default: 1)
+#   NUM_SENTENCES  for the 1-epoch schedule (default: SimCSE's 1,000,000)
+#
+# SimCSE (unsup RoBERTa-base): 1 epoch over 10^6 Wikipedia sentences, batch 512,
+# lr 1e-5 (BERT-base: batch 64, lr 3e-5), max length 32, τ = 0.05, linear decay,
+# no warm-up. Seed 004 (BERT-base, CS224N): lr 1e-5, τ 0.05, batch 16 (32, 64).
+set -euo pipefail
+if [[ $# -lt 2 ]]; then awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 1; fi
+DATA=$1; INIT=$2; shift 2
+[[ -f "$INIT" ]] || { echo "error: checkpoint '$INIT' does not exist" >&2; exit 1; }
+SAVE_DIR=${SAVE_DIR:-checkpoints/simcse-unsup}
+USER_DIR=$(clear-user-dir 2>/dev/null || echo fairseq_clear)
+# the encoder's arch, sizes and positions are the checkpoint's
+read -r -a MODEL_ARGS <<< "$(python -m fairseq_clear.evaluation.glue model-args "$INIT")"
+if [[ "${CPU:-0}" == "1" ]]; then
+  MAX_UPDATE=${MAX_UPDATE:-300}
+  # a 2-layer model's [CLS] carries little: mean pooling, and a higher lr
+  SETTINGS=(--batch-size 64 --lr 5e-4 --sentence-pooling mean --cpu --num-workers 0
+            --log-interval 20)
+else
+  MAX_UPDATE=${MAX_UPDATE:-$(( (${NUM_SENTENCES:-1000000} + 511) / 512 ))}
+  SETTINGS=(--batch-size 512 --lr 1e-5 --num-workers 4
+            --log-interval 100)
+fi
+mkdir -p "$SAVE_DIR"
+fairseq-train "$DATA" --user-dir "$USER_DIR" \
+  --task clear --augmentations none --no-mlm --tokens-per-sample 32 \
+  --criterion clear --loss-form simcse --temperature 0.05 \
+  --sentence-pooling cls --projection-layers 1 --projection-output-activation-fn tanh \
+  --finetune-from-model "$INIT" "${MODEL_ARGS[@]}" \
+  --optimizer adam --adam-betas '(0.9,0.999)' --adam-eps 1e-8 --weight-decay 0.0 \
+  --lr-scheduler polynomial_decay --warmup-updates 0 --total-num-update "$MAX_UPDATE" \
+  --max-update "$MAX_UPDATE" \
+  --seed "${SEED:-1}" --save-dir "$SAVE_DIR" --no-epoch-checkpoints --log-format json \
+  "${SETTINGS[@]}" "$@" 2>&1 | tee "$SAVE_DIR/train.log"

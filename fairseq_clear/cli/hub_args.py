@@ -1,0 +1,77 @@
+"""Command-line options shared by the scripts that load a trained checkpoint through the hub."""
+
+import argparse
+import logging
+import os
+import sys
+
+from ..evaluation.embedding import HEAD_CHOICES
+from ..models.clear_roberta import POOLING_CHOICES
+
+
+def add_checkpoint_args(parser: argparse.ArgumentParser):
+    group = parser.add_argument_group("checkpoint")
+    group.add_argument(
+        "--checkpoint", required=True, metavar="FILE",
+        help="a checkpoint written by fairseq-train (e.g. checkpoints/checkpoint_best.pt)",
+    )
+    group.add_argument(
+        "--data", metavar="DIR",
+        help="the binarized data directory the model was trained on: its dict.txt (and "
+        "sentencepiece.model) define the vocabulary (default: the checkpoint's directory)",
+    )
+    group.add_argument(
+        "--sentencepiece-model", metavar="FILE",
+        help="the sentencepiece model that produced dict.txt (default: DATA/sentencepiece.model)",
+    )
+    group.add_argument("--cpu", action="store_true", help="run on CPU even if a GPU is available")
+    return group
+
+
+def add_embedding_args(parser: argparse.ArgumentParser, pooling_help: str, multiple_poolings: bool = False):
+    group = parser.add_argument_group("embedding")
+    if multiple_poolings:
+        group.add_argument(
+            "--poolings", default="cls,mean",
+            help=pooling_help + f" (comma-separated, from {', '.join(POOLING_CHOICES)})",
+        )
+    else:
+        group.add_argument("--pooling", choices=POOLING_CHOICES, help=pooling_help)
+    group.add_argument(
+        "--head", choices=HEAD_CHOICES, default="representation",
+        help="representation: the pooled encoder output, through CLSR's sentence encoder e "
+        "when the model has one (what the papers evaluate); pooled: the encoder output "
+        "only; projection: through the contrastive projection head g (default: representation)",
+    )
+    group.add_argument("--batch-size", type=int, default=64, help="sentences per forward pass (default: 64)")
+    return group
+
+
+def load_hub(args):
+    """The hub for ``--checkpoint``/``--data``, on GPU unless ``--cpu`` (errors exit with the message)."""
+    import torch
+
+    from ..models.hub_interface import HubLoadError, from_pretrained
+
+    path = os.path.abspath(args.checkpoint)
+    try:
+        hub = from_pretrained(
+            os.path.dirname(path),
+            os.path.basename(path),
+            args.data or os.path.dirname(path),
+            sentencepiece_model=args.sentencepiece_model,
+        )
+    except HubLoadError as e:
+        sys.exit(f"error: {e}")
+    if not args.cpu and torch.cuda.is_available():
+        hub.cuda()
+    return hub
+
+
+def setup_logging():
+    logging.basicConfig(
+        format="%(asctime)s | %(levelname)s | %(name)s | %(message)s",
+        datefmt="%Y-%m-%d %H:%M:%S",
+        level=os.environ.get("LOGLEVEL", "INFO").upper(),
+        stream=sys.stderr,
+    )

@@ -1,0 +1,43 @@
+"""Keep the sentences that fairseq's batching would drop.
+
+``FairseqDataset.batch_by_size`` drops the *last* batch of an epoch whenever its
+size is not a multiple of ``--required-batch-size-multiple`` (default 8). The
+indices are sorted by length, so the same longest sentences are left out in
+every epoch, silently; a corpus smaller than the multiple yields no batch at all
+and fairseq reports "The dataset is empty". :func:`keep_last_batch` puts that
+batch back (its odd size costs nothing but tensor-core alignment) and logs it.
+"""
+
+import logging
+
+import numpy as np
+
+logger = logging.getLogger(__name__)
+
+
+def keep_last_batch(dataset):
+    """Wrap ``dataset.batch_by_size`` (on this instance) so that no index is dropped."""
+    if getattr(dataset, "_clear_keeps_last_batch", False):
+        return dataset
+    original = dataset.batch_by_size
+
+    def batch_by_size(indices, max_tokens=None, max_sentences=None,
+                      required_batch_size_multiple=1, *args, **kwargs):
+        batches = original(indices, max_tokens, max_sentences, required_batch_size_multiple,
+                           *args, **kwargs)
+        indices = np.asarray(indices, dtype=np.int64)
+        batched = sum(len(b) for b in batches)
+        if batched < len(indices):
+            kept = np.concatenate(batches) if len(batches) else np.zeros(0, dtype=np.int64)
+            tail = indices[~np.isin(indices, kept)]
+            logger.info(
+                "kept the last batch of %d samples, which --required-batch-size-multiple %d "
+                "does not divide (fairseq would drop it every epoch)",
+                len(tail), required_batch_size_multiple,
+            )
+            batches = list(batches) + [tail]
+        return batches
+
+    dataset.batch_by_size = batch_by_size
+    dataset._clear_keeps_last_batch = True
+    return dataset

@@ -1,0 +1,77 @@
+from typing import Optional, Sequence
+
+from fairseq.data import FairseqDataset, data_utils
+
+
+class ContrastiveRowsDataset(FairseqDataset):
+    """The ``contrastive`` part of a sample from datasets of anchors, positives and hard negatives.
+
+    Each sample holds A anchors (``anchors``: A datasets), P positives per
+    anchor (``positives``: A·P datasets, positive ``p`` of anchor ``a`` at
+    ``a·P + p``) and optionally one hard negative per anchor
+    (``hard_negatives``: A datasets). The collater lays a batch of N samples
+    out as docs/design.md's sample contract requires: the N·A anchors, then the
+    N·A·P positives anchor-major (positive ``p`` of anchor ``k`` at row
+    ``N·A + k·P + p``), then the N·A hard negatives, in one padded tensor.
+
+    DeCLUTR uses A = P = 2 from one document; supervised pairs use A = P = 1
+    with or without a hard negative (SimCSE, CLSR).
+    """
+
+    def __init__(
+        self,
+        anchors: Sequence,
+        positives: Sequence,
+        hard_negatives: Optional[Sequence] = None,
+        pad: int = 1,
+    ):
+        super().__init__()
+        self.anchors = list(anchors)
+        self.positives = list(positives)
+        self.hard_negatives = list(hard_negatives) if hard_negatives else []
+        a = len(self.anchors)
+        if a == 0 or len(self.positives) % a != 0:
+            raise ValueError(
+                f"need A >= 1 anchor datasets and A·P positive datasets, got {a} and "
+                f"{len(self.positives)}"
+            )
+        if self.hard_negatives and len(self.hard_negatives) != a:
+            raise ValueError(f"need one hard-negative dataset per anchor ({a}), got {len(self.hard_negatives)}")
+        self.positives_per_anchor = len(self.positives) // a
+        self.pad = pad
+
+    @property
+    def _all(self):
+        return self.anchors + self.positives + self.hard_negatives
+
+    def __len__(self):
+        return len(self.anchors[0])
+
+    def __getitem__(self, index):
+        return (
+            [d[index] for d in self.anchors],
+            [d[index] for d in self.positives],
+            [d[index] for d in self.hard_negatives],
+        )
+
+    def collater(self, samples):
+        if len(samples) == 0:
+            return {}
+        anchors = [row for s in samples for row in s[0]]
+        positives = [row for s in samples for row in s[1]]
+        hard = [row for s in samples for row in s[2]]
+        return {
+            "src_tokens": data_utils.collate_tokens(anchors + positives + hard, self.pad),
+            "num_anchors": len(anchors),
+            "positives_per_anchor": self.positives_per_anchor,
+            "hard_negatives": bool(self.hard_negatives),
+        }
+
+    @property
+    def can_reuse_epoch_itr_across_epochs(self):
+        return all(d.can_reuse_epoch_itr_across_epochs for d in self._all)
+
+    def set_epoch(self, epoch):
+        super().set_epoch(epoch)
+        for d in self._all:
+            d.set_epoch(epoch)

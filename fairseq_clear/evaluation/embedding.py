@@ -1,0 +1,259 @@
+"""Batched sentence embedding for a ``ClearRobertaModel``: tokenisation and forward passes.
+
+Shared by the hub's ``embed()``, ``clear-eval-sts``, ``clear-embed`` and the
+in-training STS validation, so that all of them produce the same vectors.
+
+Tokenisation calls sentencepiece once for a whole list of sentences and maps
+sentencepiece ids to dictionary ids through a lookup table built from the
+pieces themselves. That gives exactly the ids of fairseq's
+``--bpe sentencepiece`` + ``Dictionary.encode_line`` path (the hub's
+``encode()``) without building and re-splitting a string per sentence.
+"""
+
+import contextlib
+import logging
+import os
+from typing import Dict, List, Optional, Sequence
+
+import numpy as np
+import torch
+
+from ..models.clear_roberta import POOLING_CHOICES, pool
+
+logger = logging.getLogger(__name__)
+
+#: what ``head`` selects: the model's sentence representation (CLSR's e applied when
+#: the model has it), the pooled encoder output only, or the projection head g's output
+HEAD_CHOICES = ("representation", "pooled", "projection")
+
+
+class SentencepieceTokenizer:
+    """Sentences → ``<s> pieces </s>`` dictionary ids, truncated to ``max_positions``.
+
+    Args:
+        sentencepiece_model: path of the ``.model`` file that produced dict.txt.
+        dictionary: the task's fairseq ``Dictionary``.
+    """
+
+    def __init__(self, sentencepiece_model: str, dictionary):
+        import sentencepiece as spm
+
+        if not os.path.isfile(sentencepiece_model):
+            raise FileNotFoundError(f"sentencepiece model '{sentencepiece_model}' does not exist")
+        self.path = sentencepiece_model
+        self.sp = spm.SentencePieceProcessor(model_file=sentencepiece_model)
+        self.dictionary = dictionary
+        self.bos, self.eos = dictionary.bos(), dictionary.eos()
+        # piece -> dictionary id; unknown pieces map to <unk>, as encode_line does
+        self.lookup = np.array(
+            [dictionary.index(self.sp.id_to_piece(i)) for i in range(self.sp.get_piece_size())],
+            dtype=np.int64,
+        )
+        self.lookup[self.sp.unk_id()] = dictionary.unk()
+        self.num_truncated = 0
+
+    def encode(self, sentences: Sequence[str], max_positions: Optional[int] = None) -> List[torch.Tensor]:
+        """One LongTensor per sentence; ``self.num_truncated`` counts the sentences cut short."""
+        body_limit = None if max_positions is None else max_positions - 2
+        try:
+            ids = self.sp.encode(list(sentences)) if len(sentences) else []
+        except TypeError:
+            # a lone surrogate (text decoded with errors="surrogateescape") cannot be
+            # encoded as UTF-8, and sentencepiece then rejects the whole list
+            ids = self.sp.encode([s.encode("utf-8", "replace").decode("utf-8") for s in sentences])
+        out, truncated = [], 0
+        for pieces in ids:
+            if body_limit is not None and len(pieces) > body_limit:
+                pieces = pieces[:body_limit]
+                truncated += 1
+            tokens = np.empty(len(pieces) + 2, dtype=np.int64)
+            tokens[0], tokens[-1] = self.bos, self.eos
+            tokens[1:-1] = self.lookup[np.asarray(pieces, dtype=np.int64)]
+            out.append(torch.from_numpy(tokens))
+        self.num_truncated = truncated
+        return out
+
+
+def check_sentences(sentences, what: str = "sentences") -> List[str]:
+    """A list of str, or a TypeError naming the first offending index (None included)."""
+    if isinstance(sentences, (str, bytes)) or not hasattr(sentences, "__iter__"):
+        raise TypeError(f"{what} must be a list of str, got {type(sentences).__name__}")
+    sentences = list(sentences)
+    for i, s in enumerate(sentences):
+        if not isinstance(s, str):
+            raise TypeError(
+                f"{what}[{i}] is {type(s).__name__} ({s!r:.40}), not str: every item must be "
+                "a sentence (use '' for an empty one)"
+            )
+    return sentences
+
+
+def output_dim(model, head: str = "representation") -> int:
+    """Size of the vectors that :func:`embed_tokens` returns for ``head``."""
+    dim = model.args.encoder_embed_dim
+    if head == "pooled":
+        return dim
+    if model.sentence_mlp is not None:
+        dim = model.sentence_mlp.fc2.out_features
+    if head == "projection":
+        if model.projection_head is None:
+            raise ValueError(
+                "head='projection': this model has no projection head (it exists only in "
+                "checkpoints of contrastive tasks with --projection-layers > 0)"
+            )
+        dim = model.projection_head.layers[-1].out_features
+    return dim
+
+
+def check_head(head: str, model=None):
+    if head not in HEAD_CHOICES:
+        raise ValueError(f"unknown head '{head}', choose from {HEAD_CHOICES}")
+    if model is not None:
+        output_dim(model, head)  # raises for a missing projection head
+
+
+def check_pooling(pooling: str):
+    if pooling not in POOLING_CHOICES:
+        raise ValueError(f"unknown pooling '{pooling}', choose from {POOLING_CHOICES}")
+
+
+@contextlib.contextmanager
+def eval_mode(model):
+    """``model.eval()`` for the block, restoring the previous mode even on error."""
+    was_training = model.training
+    model.eval()
+    try:
+        yield
+    finally:
+        model.train(was_training)
+
+
+def _represent(model, features, padding_mask, pooling: str, head: str):
+    # the same steps as ClearRobertaModel.sentence_representation, from shared features
+    x = pool(features, padding_mask, pooling)
+    if head == "pooled":
+        return x
+    if model.sentence_mlp is not None:
+        x = model.sentence_mlp(x.type_as(model.sentence_mlp.fc1.weight))
+    if head == "projection":
+        x = model.projection_head(x)
+    return x
+
+
+def _plain_encoder(model) -> bool:
+    # the [CLS]-only shortcut replays fairseq's post/pre-LN encoder layer; anything else
+    # (another layer class, fc results requested) takes the ordinary forward
+    from fairseq.modules.transformer_layer import TransformerEncoderLayerBase
+
+    layers = getattr(model.encoder.sentence_encoder, "layers", None)
+    return bool(layers) and all(
+        type(layer).forward is TransformerEncoderLayerBase.forward and not getattr(layer, "return_fc", False)
+        for layer in layers
+    )
+
+
+def _last_layer_cls(layer, x, padding_mask):
+    """fairseq's TransformerEncoderLayerBase.forward for the <s> position only.
+
+    Keys and values still come from every position; only the query, the
+    feed-forward block and the layer norms shrink to one row. For [CLS]
+    pooling the top layer's other rows are never used, so this is exact and
+    saves most of one layer (about 1/7 of a 6-layer encoder's work).
+    """
+    residual = x[:1]
+    kv = layer.self_attn_layer_norm(x) if layer.normalize_before else x
+    y, _ = layer.self_attn(
+        query=kv[:1], key=kv, value=kv, key_padding_mask=padding_mask, need_weights=False
+    )
+    y = layer.residual_connection(layer.dropout_module(y), residual)
+    if not layer.normalize_before:
+        y = layer.self_attn_layer_norm(y)
+    residual = y
+    if layer.normalize_before:
+        y = layer.final_layer_norm(y)
+    y = layer.fc2(layer.activation_dropout_module(layer.activation_fn(layer.fc1(y))))
+    y = layer.residual_connection(layer.dropout_module(y), residual)
+    if not layer.normalize_before:
+        y = layer.final_layer_norm(y)
+    return y
+
+
+def encoder_features(model, src: torch.Tensor, cls_only: bool = False) -> torch.Tensor:
+    """B x T x C encoder output; with ``cls_only``, B x 1 x C for the <s> position (cheaper)."""
+    if not cls_only or not _plain_encoder(model):
+        features, _ = model.encoder(src, features_only=True)
+        return features[:, :1] if cls_only else features
+    enc = model.encoder.sentence_encoder
+    padding_mask = src.eq(enc.padding_idx)
+    has_pads = bool(padding_mask.any())
+    x, _ = enc.forward_embedding(src)
+    if has_pads:
+        x = x * (1 - padding_mask.unsqueeze(-1).type_as(x))  # as TransformerEncoder does
+    x = x.transpose(0, 1)
+    mask = padding_mask if has_pads else None
+    layers = list(enc.layers)
+    for layer in layers[:-1]:
+        x = layer(x, encoder_padding_mask=mask)
+    x = _last_layer_cls(layers[-1], x, mask)
+    if enc.layer_norm is not None:
+        x = enc.layer_norm(x)
+    return x.transpose(0, 1)
+
+
+def length_batches(lengths: Sequence[int], batch_size: int) -> List[np.ndarray]:
+    """Indices grouped into batches of similar length (longest first: memory peaks early)."""
+    order = np.argsort(-np.asarray(lengths, dtype=np.int64), kind="stable")
+    return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+
+
+def embed_tokens(
+    model,
+    tokens: List[torch.Tensor],
+    poolings: Sequence[str] = ("cls",),
+    head: str = "representation",
+    batch_size: int = 64,
+    show_progress: bool = False,
+) -> Dict[str, torch.Tensor]:
+    """Sentence vectors for token sequences, one float32 (N, dim) CPU tensor per pooling.
+
+    Sorts by length, right-pads each batch, runs the encoder once per batch
+    (several poolings share the forward pass), and restores the input order.
+    Dropout is off and no gradient is kept.
+    """
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    check_head(head, model)
+    for p in poolings:
+        check_pooling(p)
+    dim = output_dim(model, head)
+    cls_only = set(poolings) == {"cls"}
+    out = {p: torch.empty(len(tokens), dim, dtype=torch.float32) for p in poolings}
+    if not tokens:
+        return out
+    pad = model.encoder.dictionary.pad()
+    device = next(model.parameters()).device
+    batches = length_batches([len(t) for t in tokens], batch_size)
+    if show_progress:
+        from tqdm import tqdm
+
+        batches = tqdm(batches, desc="embedding", unit="batch")
+    with eval_mode(model), torch.inference_mode():
+        for index in batches:
+            rows = [tokens[i] for i in index]
+            width = max(len(r) for r in rows)
+            src = torch.full((len(rows), width), pad, dtype=torch.long)
+            for j, r in enumerate(rows):
+                src[j, : len(r)] = r
+            src = src.to(device)
+            features = encoder_features(model, src, cls_only=cls_only)
+            padding_mask = src.eq(pad)[:, : features.size(1)]
+            where = torch.from_numpy(index)
+            for p in poolings:
+                out[p][where] = _represent(model, features, padding_mask, p, head).float().cpu()
+    return out
+
+
+def cosine_rows(a: torch.Tensor, b: torch.Tensor) -> np.ndarray:
+    """Row-wise cosine similarity of two (N, dim) tensors, as float64 numpy."""
+    a, b = a.double(), b.double()
+    return torch.nn.functional.cosine_similarity(a, b, dim=-1, eps=1e-12).numpy()

@@ -1,0 +1,347 @@
+"""GLUE fine-tuning helpers for fairseq's ``sentence_prediction`` task.
+
+Used by ``examples/glue/prepare.sh`` and ``examples/glue/finetune.sh``:
+
+* ``python -m fairseq_clear.evaluation.glue split GLUE_DIR TASK SPM OUT`` —
+  GLUE tsv files → sentencepiece-encoded ``SPLIT.input0``/``SPLIT.input1``
+  and ``SPLIT.label`` text files (the columns of fairseq's
+  examples/roberta/preprocess_GLUE_tasks.sh), ready for fairseq-preprocess.
+* ``... settings TASK DATA_BIN`` — fairseq's fine-tuning settings of
+  examples/roberta/README.glue.md for TASK as shell variables (``--cpu``:
+  the CPU-sized variant).
+* ``... model-args CHECKPOINT`` — the ``--arch`` and size flags that rebuild
+  the checkpoint's encoder (fine-tuning builds the model from the command
+  line, then loads the weights).
+* ``... summarize LOG TASK`` — the GLUE dev metric of every validation in a
+  fairseq-train JSON log and the best one.
+
+Metrics are GLUE's: accuracy; the mean of accuracy and F1 (MRPC, QQP); the
+mean of Pearson and Spearman (STS-B); Matthews correlation (CoLA).
+fairseq's ``sentence_prediction`` criterion already logs them on the valid
+set with ``--report-acc-and-f1``, ``--report-pearson-and-spearman`` and
+``--report-mcc`` (``settings`` passes the right flag); ``glue_metrics``
+computes the same from predictions with fairseq's own functions.
+"""
+
+import argparse
+import json
+import math
+import os
+import sys
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Sequence
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class GlueTask:
+    """Columns (0-based) of the GLUE tsv files and fairseq's fine-tuning settings."""
+
+    inputs: tuple            # sentence columns of train/dev
+    test_inputs: tuple       # sentence columns of test
+    label: Optional[int]     # label column of train (and dev unless dev_label)
+    num_classes: int
+    lr: float
+    batch_size: int
+    total_updates: Optional[int]  # README.glue.md: 10 epochs at batch_size
+    warmup_updates: Optional[int]
+    metric: str              # the GLUE metric, as the criterion logs it
+    header: bool = True      # train/dev start with a header (CoLA's do not)
+    dev_label: Optional[int] = None
+    num_fields: Optional[int] = None  # keep only lines with this many fields (QQP)
+    dev_splits: tuple = ("dev",)
+
+    @property
+    def regression(self) -> bool:
+        return self.num_classes == 1
+
+
+#: fairseq's examples/roberta/README.glue.md settings (WNLI is not in it: RTE's, scaled)
+TASKS: Dict[str, GlueTask] = {
+    "MNLI": GlueTask((8, 9), (8, 9), 11, 3, 1e-5, 32, 123873, 7432, "accuracy",
+                     dev_label=15, dev_splits=("dev_matched", "dev_mismatched")),
+    "QNLI": GlueTask((1, 2), (1, 2), 3, 2, 1e-5, 32, 33112, 1986, "accuracy"),
+    "QQP": GlueTask((3, 4), (1, 2), 5, 2, 1e-5, 32, 113272, 28318, "acc_and_f1", num_fields=6),
+    "RTE": GlueTask((1, 2), (1, 2), 3, 2, 2e-5, 16, 2036, 122, "accuracy"),
+    "SST-2": GlueTask((0,), (1,), 1, 2, 1e-5, 32, 20935, 1256, "accuracy"),
+    "MRPC": GlueTask((3, 4), (3, 4), 0, 2, 1e-5, 16, 2296, 137, "acc_and_f1"),
+    "CoLA": GlueTask((3,), (1,), 1, 2, 1e-5, 16, 5336, 320, "mcc", header=False),
+    "STS-B": GlueTask((7, 8), (7, 8), 9, 1, 2e-5, 16, 3598, 214, "pearson_and_spearman"),
+    "WNLI": GlueTask((1, 2), (1, 2), 3, 2, 2e-5, 16, None, None, "accuracy"),
+}
+#: criterion flags that make fairseq log the GLUE metric
+REPORT_FLAGS = {"acc_and_f1": "--report-acc-and-f1", "mcc": "--report-mcc",
+                "pearson_and_spearman": "--report-pearson-and-spearman", "accuracy": ""}
+
+
+class GlueDataError(ValueError):
+    """A GLUE file is missing or malformed; the message names file and line."""
+
+
+def get_task(name: str) -> GlueTask:
+    if name not in TASKS:
+        raise GlueDataError(f"unknown GLUE task '{name}', choose from {', '.join(TASKS)}")
+    return TASKS[name]
+
+
+# ---- metrics ---------------------------------------------------------------------
+
+def glue_metrics(task: str, preds, labels) -> Dict[str, float]:
+    """GLUE dev metrics x100 for ``task``; ``score`` is the one GLUE (and Table 1) reports.
+
+    The same functions fairseq's sentence_prediction criterion logs with.
+    """
+    from fairseq.criterions.sentence_prediction import (
+        acc_and_f1, matthews_corrcoef, pearson_and_spearman, simple_accuracy,
+    )
+
+    spec = get_task(task)
+    preds, labels = np.asarray(preds), np.asarray(labels)
+    if spec.metric == "pearson_and_spearman":
+        out = pearson_and_spearman(preds, labels)
+        out = {"pearson": out["pearson"], "spearman": out["spearmanr"], "pearson_and_spearman": out["corr"]}
+    elif spec.metric == "acc_and_f1":
+        out = acc_and_f1(preds, labels)
+        out = {"accuracy": out["acc"], "f1": out["f1"], "acc_and_f1": out["acc_and_f1"]}
+    elif spec.metric == "mcc":
+        out = {"accuracy": simple_accuracy(preds, labels), "mcc": matthews_corrcoef(preds, labels)}
+    else:
+        out = {"accuracy": simple_accuracy(preds, labels)}
+    out = {k: 100.0 * float(v) for k, v in out.items()}
+    out["score"] = out[spec.metric]
+    return out
+
+
+# ---- data ------------------------------------------------------------------------
+
+def read_tsv(path: str, header: bool, num_fields: Optional[int], needed: int):
+    """Rows of a GLUE tsv (fields split on tabs only: GLUE text has quotes)."""
+    if not os.path.isfile(path):
+        raise GlueDataError(f"GLUE file '{path}' does not exist")
+    rows, skipped = [], []
+    with open(path, encoding="utf-8-sig") as f:  # MRPC files start with a BOM
+        for lineno, line in enumerate(f, start=1):
+            if header and lineno == 1:
+                continue
+            fields = line.rstrip("\n").rstrip("\r").split("\t")
+            if num_fields is not None and len(fields) != num_fields:
+                skipped.append(lineno)  # fairseq's script drops these QQP lines too
+                continue
+            if len(fields) < needed:
+                raise GlueDataError(
+                    f"{path}:{lineno}: expected at least {needed} tab-separated columns, found {len(fields)}"
+                )
+            rows.append(fields)
+    if skipped:
+        print(f"{path}: skipped {len(skipped)} lines without {num_fields} fields "
+              f"(first: line {skipped[0]})", file=sys.stderr)
+    return rows
+
+
+def split_task(glue_dir: str, task: str, sentencepiece_model: str, out_dir: str) -> Dict[str, int]:
+    """Write OUT/SPLIT.input{0,1} (sentencepiece pieces) and OUT/SPLIT.label for each split.
+
+    Splits are train, the task's dev split(s) and test (if present); returns
+    the number of examples per split.
+    """
+    import sentencepiece as spm
+
+    spec = get_task(task)
+    sp = spm.SentencePieceProcessor(model_file=sentencepiece_model)
+    os.makedirs(out_dir, exist_ok=True)
+    counts = {}
+    test_splits = [d.replace("dev", "test") for d in spec.dev_splits]  # MNLI: test_matched, ...
+    splits = ["train", *spec.dev_splits, *test_splits]
+    task_dir = os.path.join(glue_dir, task)
+    for split in splits:
+        path = os.path.join(task_dir, f"{split}.tsv")
+        if split.startswith("test") and not os.path.isfile(path):
+            continue
+        is_test = split.startswith("test")
+        columns = spec.test_inputs if is_test else spec.inputs
+        label_col = None if is_test else (spec.dev_label if split != "train" and spec.dev_label is not None else spec.label)
+        needed = max(columns + ((label_col,) if label_col is not None else ())) + 1
+        # CoLA's test.tsv has a header although its train/dev do not
+        rows = read_tsv(path, spec.header or is_test, None if is_test else spec.num_fields, needed)
+        for i, col in enumerate(columns):
+            texts = [r[col] for r in rows]
+            pieces = sp.encode(texts, out_type=str)
+            with open(os.path.join(out_dir, f"{split}.input{i}"), "w", encoding="utf-8") as f:
+                for p in pieces:
+                    f.write(" ".join(p) + "\n")
+        if label_col is not None:
+            with open(os.path.join(out_dir, f"{split}.label"), "w", encoding="utf-8") as f:
+                for r in rows:
+                    label = r[label_col].strip()
+                    if spec.regression:
+                        # README.glue.md / preprocess_GLUE_tasks.sh: STS-B scores scaled to [0, 1]
+                        try:
+                            label = repr(float(label) / 5.0)
+                        except ValueError:
+                            raise GlueDataError(f"{path}: score '{label}' is not a number") from None
+                    f.write(label + "\n")
+        counts[split] = len(rows)
+    return counts
+
+
+def num_examples(data_bin: str, split: str = "train") -> int:
+    from fairseq.data import data_utils
+
+    ds = data_utils.load_indexed_dataset(os.path.join(data_bin, "input0", split), None)
+    if ds is None:
+        raise GlueDataError(f"no binarized {split} split in '{data_bin}/input0' (run examples/glue/prepare.sh)")
+    return len(ds)
+
+
+def settings(task: str, data_bin: Optional[str] = None, cpu: bool = False,
+             batch_size: Optional[int] = None, max_epoch: Optional[int] = None) -> Dict[str, str]:
+    """fairseq's README.glue.md settings for ``task``; the CPU variant uses 3 epochs.
+
+    README's ``--total-num-update`` assumes 10 epochs at its batch size; when the
+    batch size or the epochs differ (or the task is not in README), it is
+    recomputed from the training set size, with 6% warm-up as in README.
+    """
+    spec = get_task(task)
+    batch = batch_size or spec.batch_size
+    epochs = max_epoch or (3 if cpu else 10)
+    total, warmup = spec.total_updates, spec.warmup_updates
+    if total is None or batch != spec.batch_size or epochs != 10:
+        if data_bin is None:
+            raise GlueDataError(f"{task}: the data directory is needed to count updates")
+        total = math.ceil(num_examples(data_bin) / batch) * epochs
+        warmup = max(1, round(0.06 * total))
+    best = spec.metric
+    maximize = True
+    if spec.regression:
+        best, maximize = "loss", False  # README.glue.md: STS-B keeps the lowest-loss checkpoint
+    criterion = ["--regression-target"] if spec.regression else []
+    if REPORT_FLAGS[spec.metric]:
+        criterion.append(REPORT_FLAGS[spec.metric])
+    return {
+        "NUM_CLASSES": str(spec.num_classes),
+        "LR": f"{spec.lr:g}",
+        "MAX_SENTENCES": str(batch),
+        "MAX_EPOCH": str(epochs),
+        "TOTAL_NUM_UPDATES": str(total),
+        "WARMUP_UPDATES": str(warmup),
+        "BEST_METRIC": best,
+        "MAXIMIZE": "--maximize-best-checkpoint-metric" if maximize else "",
+        "CRITERION_ARGS": " ".join(criterion),
+        "GLUE_METRIC": spec.metric,
+    }
+
+
+def model_args(checkpoint: str) -> List[str]:
+    """Command-line flags that rebuild the encoder of ``checkpoint`` (arch, sizes, positions)."""
+    import fairseq_clear  # noqa: F401  (allow-listed, weights_only loading)
+    from fairseq_clear.checkpoint_safety import safe_load
+
+    if not os.path.isfile(checkpoint):
+        raise GlueDataError(f"checkpoint '{checkpoint}' does not exist")
+    state = safe_load(checkpoint)
+    cfg = state.get("cfg") or {}
+    model = cfg.get("model") if hasattr(cfg, "get") else None
+    if model is None and state.get("args") is not None:
+        model = state["args"]
+    get = (lambda k, d=None: model.get(k, d)) if hasattr(model, "get") else (lambda k, d=None: getattr(model, k, d))
+    arch = get("_name") or get("arch")
+    if not arch or not str(arch).startswith("clear_roberta"):
+        raise GlueDataError(f"{checkpoint}: not a clear_roberta checkpoint (arch '{arch}')")
+    max_positions = get("max_positions") or get("tokens_per_sample")
+    if max_positions is None and hasattr(cfg, "get") and cfg.get("task") is not None:
+        max_positions = cfg["task"].get("tokens_per_sample")
+    flags = [
+        "--arch", str(arch),
+        "--encoder-layers", str(get("encoder_layers")),
+        "--encoder-embed-dim", str(get("encoder_embed_dim")),
+        "--encoder-ffn-embed-dim", str(get("encoder_ffn_embed_dim")),
+        "--encoder-attention-heads", str(get("encoder_attention_heads")),
+        "--activation-fn", str(get("activation_fn", "gelu")),
+        "--max-positions", str(max_positions),
+    ]
+    if get("encoder_normalize_before", False):
+        flags.append("--encoder-normalize-before")
+    if get("untie_weights_roberta", False):
+        flags.append("--untie-weights-roberta")
+    return flags
+
+
+def read_valid_records(log_path: str, subset: str = "valid") -> List[dict]:
+    """The JSON records fairseq-train logged for ``subset`` (``--log-format json``)."""
+    records = []
+    with open(log_path, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            if f"| {subset} |" in line and "{" in line:
+                try:
+                    records.append(json.loads(line[line.index("{"):]))
+                except json.JSONDecodeError:
+                    continue
+    return records
+
+
+def summarize(log_path: str, task: str, subset: str = "valid") -> dict:
+    """GLUE dev metric per validation and the best (as Table 1 reports: best dev score)."""
+    spec = get_task(task)
+    key = f"{subset}_{spec.metric}"
+    rows = []
+    for r in read_valid_records(log_path, subset):
+        if key in r:
+            rows.append({"epoch": int(r.get("epoch", 0)), "num_updates": int(r.get(f"{subset}_num_updates", 0)),
+                         spec.metric: float(r[key])})
+    if not rows:
+        raise GlueDataError(
+            f"{log_path}: no '{key}' in the {subset} records (was it written with --log-format json "
+            f"and {REPORT_FLAGS[spec.metric] or 'a classification task'}?)"
+        )
+    best = max(rows, key=lambda r: r[spec.metric])
+    return {"task": task, "metric": spec.metric, "validations": rows, "best": best}
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m fairseq_clear.evaluation.glue", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("split", help="GLUE tsv -> sentencepiece-encoded input0/input1/label text files")
+    p.add_argument("glue_dir", help="GLUE data directory (glue_data/ with one folder per task)")
+    p.add_argument("task", choices=list(TASKS), help="GLUE task")
+    p.add_argument("sentencepiece_model", help="the pre-training data's sentencepiece.model")
+    p.add_argument("out_dir", help="directory for SPLIT.input0, SPLIT.input1, SPLIT.label")
+    p = sub.add_parser("settings", help="README.glue.md settings as shell variables")
+    p.add_argument("task", choices=list(TASKS), help="GLUE task")
+    p.add_argument("data_bin", help="the task's binarized data (prepare.sh output)")
+    p.add_argument("--cpu", action="store_true", help="the CPU-sized variant (3 epochs unless --max-epoch)")
+    p.add_argument("--batch-size", type=int, help="sentences per batch (default: README's)")
+    p.add_argument("--max-epoch", type=int, help="epochs (default: 10, or 3 with --cpu)")
+    p = sub.add_parser("model-args", help="--arch and size flags of a clear_roberta checkpoint")
+    p.add_argument("checkpoint", help="the pre-trained checkpoint")
+    p = sub.add_parser("summarize", help="GLUE dev metric from a fairseq-train JSON log")
+    p.add_argument("log", help="fairseq-train output written with --log-format json")
+    p.add_argument("task", choices=list(TASKS), help="GLUE task")
+    p.add_argument("--json", metavar="FILE", help="also write the summary as JSON")
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "split":
+            counts = split_task(args.glue_dir, args.task, args.sentencepiece_model, args.out_dir)
+            print(" ".join(f"{k}={v}" for k, v in counts.items()))
+        elif args.command == "settings":
+            for k, v in settings(args.task, args.data_bin, args.cpu, args.batch_size, args.max_epoch).items():
+                print(f"{k}='{v}'")
+        elif args.command == "model-args":
+            print(" ".join(model_args(args.checkpoint)))
+        elif args.command == "summarize":
+            summary = summarize(args.log, args.task)
+            metric = summary["metric"]
+            for r in summary["validations"]:
+                print(f"epoch {r['epoch']:3d}  update {r['num_updates']:7d}  {metric} {r[metric]:.1f}")
+            best = summary["best"]
+            print(f"{args.task} dev {metric} (GLUE metric, best validation): {best[metric]:.1f} "
+                  f"(epoch {best['epoch']}, update {best['num_updates']})")
+            if args.json:
+                with open(args.json, "w", encoding="utf-8") as f:
+                    json.dump(summary, f, indent=2)
+    except GlueDataError as e:
+        sys.exit(f"error: {e}")
+
+
+if __name__ == "__main__":
+    main()

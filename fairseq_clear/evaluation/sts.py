@@ -1,0 +1,302 @@
+"""SentEval's semantic textual similarity tasks: readers and scoring.
+
+Layout (SentEval's ``data/downstream/STS`` and ``SICK``)::
+
+    STS12-en-test/STS.input.MSRpar.txt     sentence1 <TAB> sentence2
+    STS12-en-test/STS.gs.MSRpar.txt        gold score, or an empty line (pair not scored)
+    ...                                    STS13 .. STS16 alike
+    STSBenchmark/sts-{train,dev,test}.csv  genre, file, year, id, score, s1, s2 [, extra columns]
+    SICK/SICK_test_annotated.txt           header; pair_ID, A, B, relatedness, entailment
+
+Readers follow SentEval: unscored STS12-16 pairs are left out, sentences are
+split on whitespace and re-joined with single spaces. Unlike SentEval, a
+malformed line is reported with its file and line number instead of raising
+an IndexError, or skipped and counted with ``skip_malformed=True``.
+
+Scores are Spearman's rank correlation of cosine similarity with the gold
+score, x100. For STS12-16, where each year has several subsets, the year's
+score uses SentEval's "all" aggregation as SimCSE reports it: one Spearman over
+the pairs of all subsets pooled together (not the mean of per-subset scores).
+"""
+
+import logging
+import math
+import os
+from dataclasses import dataclass, field
+from typing import Callable, Dict, List, Optional, Sequence
+
+import numpy as np
+
+logger = logging.getLogger(__name__)
+
+#: SentEval's subsets per year (STS13 without SMT, which is not redistributable)
+STS_YEARS = {
+    "STS12": ["MSRpar", "MSRvid", "SMTeuroparl", "surprise.OnWN", "surprise.SMTnews"],
+    "STS13": ["FNWN", "headlines", "OnWN"],
+    "STS14": ["deft-forum", "deft-news", "headlines", "images", "OnWN", "tweet-news"],
+    "STS15": ["answers-forums", "answers-students", "belief", "headlines", "images"],
+    "STS16": ["answer-answer", "headlines", "plagiarism", "postediting", "question-question"],
+}
+#: the tasks of the paper's Table 2, in its column order
+TABLE2_TASKS = ["SICK-R", "STS-B", "STS12", "STS13", "STS14", "STS15", "STS16"]
+ALL_TASKS = list(STS_YEARS) + ["STS-B", "SICK-R"]
+#: where each task lives below an STS directory
+TASK_DIRS = {**{year: f"{year}-en-test" for year in STS_YEARS}, "STS-B": "STSBenchmark", "SICK-R": "SICK"}
+#: SentEval's tokenized, lowercased copy inside a directory that also has the raw files
+SENTEVAL_COPY_DIR = "senteval_tokenized_lowercased"
+
+
+class STSFormatError(ValueError):
+    """An STS file has malformed lines; the message gives file and line numbers."""
+
+
+@dataclass
+class StsPairs:
+    """Scored sentence pairs of one subset (or a concatenation of subsets)."""
+
+    name: str
+    sent1: List[str]
+    sent2: List[str]
+    scores: np.ndarray
+    #: per-subset slices for concatenations (STS12-16): subset -> (start, end)
+    subsets: Dict[str, tuple] = field(default_factory=dict)
+    #: malformed lines skipped (skip_malformed=True), as "file:line: reason"
+    skipped: List[str] = field(default_factory=list)
+
+    def __len__(self):
+        return len(self.scores)
+
+
+def _normalize(sentence: str) -> str:
+    # SentEval splits on whitespace and SimCSE's batcher joins with one space
+    return " ".join(sentence.split())
+
+
+def _read_lines(path: str) -> List[str]:
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"STS file '{path}' does not exist")
+    with open(path, encoding="utf-8") as f:
+        return f.read().splitlines()
+
+
+def _finish(problems: List[str], skip_malformed: bool, what: str):
+    if not problems:
+        return
+    if not skip_malformed:
+        shown = "\n  ".join(problems[:10])
+        more = f"\n  ... and {len(problems) - 10} more" if len(problems) > 10 else ""
+        raise STSFormatError(
+            f"{what}: {len(problems)} malformed line(s):\n  {shown}{more}\n"
+            "(fix the file, or pass skip_malformed / --skip-malformed to leave them out)"
+        )
+    for p in problems:
+        logger.warning("skipped malformed line %s", p)
+
+
+def _parse_score(text: str) -> Optional[float]:
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
+
+
+def read_senteval_subset(directory: str, subset: str, skip_malformed: bool = False) -> StsPairs:
+    """``STS.input.SUBSET.txt`` + ``STS.gs.SUBSET.txt`` (scored pairs only)."""
+    input_path = os.path.join(directory, f"STS.input.{subset}.txt")
+    gold_path = os.path.join(directory, f"STS.gs.{subset}.txt")
+    inputs, golds = _read_lines(input_path), _read_lines(gold_path)
+    problems, sent1, sent2, scores = [], [], [], []
+    if len(inputs) != len(golds):
+        problems.append(
+            f"{gold_path}: {len(golds)} lines but {input_path} has {len(inputs)} "
+            "(pairs and scores are matched by line)"
+        )
+        _finish(problems, False, input_path)  # nothing can be matched safely
+    for lineno, (pair, gold) in enumerate(zip(inputs, golds), start=1):
+        gold = gold.strip()
+        if not gold:
+            continue  # SentEval: an empty gold line means the pair is not scored
+        fields = pair.split("\t")
+        if len(fields) < 2:
+            problems.append(f"{input_path}:{lineno}: expected sentence1<TAB>sentence2, found {len(fields)} field(s)")
+            continue
+        score = _parse_score(gold)
+        if score is None:
+            problems.append(f"{gold_path}:{lineno}: gold score '{gold[:30]}' is not a number")
+            continue
+        sent1.append(_normalize(fields[0]))
+        sent2.append(_normalize(fields[1]))
+        scores.append(score)
+    _finish(problems, skip_malformed, input_path)
+    return StsPairs(subset, sent1, sent2, np.asarray(scores, dtype=np.float64), skipped=problems)
+
+
+def read_sts_year(directory: str, year: str, skip_malformed: bool = False) -> StsPairs:
+    """All subsets of STS12..STS16, concatenated (``subsets`` keeps their slices)."""
+    if year not in STS_YEARS:
+        raise ValueError(f"unknown STS year '{year}', choose from {list(STS_YEARS)}")
+    pairs = StsPairs(year, [], [], np.zeros(0))
+    scores = []
+    for subset in STS_YEARS[year]:
+        part = read_senteval_subset(directory, subset, skip_malformed)
+        start = len(pairs.sent1)
+        pairs.sent1 += part.sent1
+        pairs.sent2 += part.sent2
+        scores.append(part.scores)
+        pairs.subsets[subset] = (start, len(pairs.sent1))
+        pairs.skipped += part.skipped
+    pairs.scores = np.concatenate(scores)
+    return pairs
+
+
+def read_sts_benchmark(path: str, skip_malformed: bool = False) -> StsPairs:
+    """An STS-B csv (tab-separated; score, s1, s2 in columns 5-7; extra columns ignored)."""
+    problems, sent1, sent2, scores = [], [], [], []
+    for lineno, line in enumerate(_read_lines(path), start=1):
+        fields = line.strip().split("\t")
+        if len(fields) < 7:
+            problems.append(f"{path}:{lineno}: expected at least 7 tab-separated columns, found {len(fields)}")
+            continue
+        score = _parse_score(fields[4])
+        if score is None:
+            problems.append(f"{path}:{lineno}: score '{fields[4][:30]}' (column 5) is not a number")
+            continue
+        sent1.append(_normalize(fields[5]))
+        sent2.append(_normalize(fields[6]))
+        scores.append(score)
+    _finish(problems, skip_malformed, path)
+    name = os.path.splitext(os.path.basename(path))[0]
+    return StsPairs(name, sent1, sent2, np.asarray(scores, dtype=np.float64), skipped=problems)
+
+
+def read_sick(path: str, skip_malformed: bool = False) -> StsPairs:
+    """A SICK file: a header, then pair_ID, sentence_A, sentence_B, relatedness_score, ..."""
+    problems, sent1, sent2, scores = [], [], [], []
+    for lineno, line in enumerate(_read_lines(path), start=1):
+        if lineno == 1:
+            continue  # header
+        if not line.strip():
+            problems.append(f"{path}:{lineno}: empty line")
+            continue
+        fields = line.strip().split("\t")
+        if len(fields) < 4:
+            problems.append(f"{path}:{lineno}: expected at least 4 tab-separated columns, found {len(fields)}")
+            continue
+        score = _parse_score(fields[3])
+        if score is None:
+            problems.append(f"{path}:{lineno}: relatedness score '{fields[3][:30]}' is not a number")
+            continue
+        sent1.append(_normalize(fields[1]))
+        sent2.append(_normalize(fields[2]))
+        scores.append(score)
+    _finish(problems, skip_malformed, path)
+    return StsPairs("SICK-R", sent1, sent2, np.asarray(scores, dtype=np.float64), skipped=problems)
+
+
+def resolve_sts_dirs(sts_dir: str, copy: str = "senteval") -> Dict[str, str]:
+    """The directory of each task for ``copy`` = ``senteval`` (tokenized, lowercased) or ``raw``.
+
+    ``senteval`` uses ``STS_DIR/senteval_tokenized_lowercased`` when it exists,
+    else STS_DIR itself (SentEval's own download is that copy). SICK has one
+    copy; it is looked up in the chosen directory, then in STS_DIR.
+    """
+    if copy not in ("senteval", "raw"):
+        raise ValueError(f"unknown STS copy '{copy}', choose 'senteval' or 'raw'")
+    if not os.path.isdir(sts_dir):
+        raise FileNotFoundError(f"--sts-dir '{sts_dir}' is not a directory")
+    base = sts_dir
+    if copy == "senteval" and os.path.isdir(os.path.join(sts_dir, SENTEVAL_COPY_DIR)):
+        base = os.path.join(sts_dir, SENTEVAL_COPY_DIR)
+    dirs = {}
+    for task, name in TASK_DIRS.items():
+        candidates = [os.path.join(base, name)] + ([os.path.join(sts_dir, name)] if task == "SICK-R" else [])
+        dirs[task] = next((c for c in candidates if os.path.isdir(c)), candidates[0])
+    return dirs
+
+
+def load_task(task: str, directory: str, skip_malformed: bool = False, split: str = "test") -> StsPairs:
+    """One Table 2 task from its directory (STS-B and SICK-R: ``split``)."""
+    if task in STS_YEARS:
+        return read_sts_year(directory, task, skip_malformed)
+    if task == "STS-B":
+        pairs = read_sts_benchmark(os.path.join(directory, f"sts-{split}.csv"), skip_malformed)
+        pairs.name = "STS-B"
+        return pairs
+    if task == "SICK-R":
+        files = {"train": "SICK_train.txt", "dev": "SICK_trial.txt", "test": "SICK_test_annotated.txt"}
+        return read_sick(os.path.join(directory, files[split]), skip_malformed)
+    raise ValueError(f"unknown STS task '{task}', choose from {ALL_TASKS}")
+
+
+def spearman(predicted, gold) -> float:
+    """Spearman's rho x100 (NaN when either side is constant)."""
+    from scipy.stats import spearmanr
+
+    predicted, gold = np.asarray(predicted, dtype=np.float64), np.asarray(gold, dtype=np.float64)
+    if len(predicted) < 2 or np.ptp(predicted) == 0 or np.ptp(gold) == 0:
+        return float("nan")
+    return float(spearmanr(predicted, gold)[0]) * 100.0
+
+
+def score_pairs(pairs: StsPairs, similarities: np.ndarray) -> Dict[str, object]:
+    """Spearman x100 of ``similarities`` (one per pair): "all" for the whole set, plus
+    per-subset scores and SentEval's mean / weighted mean of them where there are subsets."""
+    result = {"spearman": spearman(similarities, pairs.scores), "pairs": len(pairs)}
+    if pairs.subsets:
+        per = {
+            name: spearman(similarities[a:b], pairs.scores[a:b]) for name, (a, b) in pairs.subsets.items()
+        }
+        sizes = np.array([b - a for a, b in pairs.subsets.values()], dtype=np.float64)
+        values = np.array(list(per.values()))
+        result["subsets"] = per
+        result["mean"] = float(values.mean())
+        result["wmean"] = float((values * sizes).sum() / sizes.sum())
+    return result
+
+
+def alignment(x: np.ndarray, y: np.ndarray, alpha: float = 2.0) -> float:
+    """Wang & Isola (2020): E ||f(x) - f(y)||^alpha over positive pairs of unit vectors (lower is better)."""
+    x, y = _unit(x), _unit(y)
+    return float((np.linalg.norm(x - y, axis=1) ** alpha).mean())
+
+
+def uniformity(x: np.ndarray, t: float = 2.0) -> float:
+    """Wang & Isola (2020): log E exp(-t ||f(x) - f(y)||^2) over distinct pairs of unit vectors (lower is better)."""
+    import torch
+
+    x = torch.from_numpy(_unit(x))
+    if len(x) < 2:
+        return float("nan")
+    d2 = torch.pdist(x, p=2).pow(2)
+    # log-mean-exp, stable for large t
+    return float(torch.logsumexp(-t * d2, dim=0) - math.log(d2.numel()))
+
+
+def _unit(x) -> np.ndarray:
+    x = np.asarray(x, dtype=np.float64)
+    return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
+
+
+def alignment_uniformity(pairs: StsPairs, embed: Callable[[List[str]], np.ndarray], threshold: float = 4.0):
+    """SimCSE's diagnostics on STS-B: alignment over pairs scored > ``threshold``, uniformity over all sentences."""
+    vectors = embed(pairs.sent1 + pairs.sent2)
+    a, b = vectors[: len(pairs)], vectors[len(pairs):]
+    positive = pairs.scores > threshold
+    return {
+        "alignment": alignment(a[positive], b[positive]) if positive.any() else float("nan"),
+        "uniformity": uniformity(vectors),
+        "positive_pairs": int(positive.sum()),
+        "sentences": int(len(vectors)),
+    }
+
+
+def unique_sentences(pairs_list: Sequence[StsPairs]):
+    """Every distinct sentence of the pair sets, and each set's row index into that list (embed once)."""
+    index: Dict[str, int] = {}
+    rows = []
+    for pairs in pairs_list:
+        r1 = [index.setdefault(s, len(index)) for s in pairs.sent1]
+        r2 = [index.setdefault(s, len(index)) for s in pairs.sent2]
+        rows.append((np.asarray(r1, dtype=np.int64), np.asarray(r2, dtype=np.int64)))
+    return list(index), rows

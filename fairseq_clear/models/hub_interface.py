@@ -1,0 +1,269 @@
+"""Hub interface: load a trained checkpoint and embed sentences.
+
+    >>> from fairseq_clear.models import ClearRobertaModel
+    >>> clear = ClearRobertaModel.from_pretrained(
+    ...     "checkpoints", "checkpoint_best.pt", "data-bin")  # DATA/sentencepiece.model by default
+    >>> vectors = clear.embed(["A man plays a guitar.", "Someone plays music."])
+    >>> clear.similarity("A man plays a guitar.", "Someone plays music.")
+
+``ClearHubInterface`` is fairseq's ``RobertaHubInterface`` (``encode``,
+``decode``, ``extract_features``, ``fill_mask``, ``predict``, ... all work) plus
+``embed()`` and ``similarity()``, modelled on sentence-transformers' ``encode()``.
+"""
+
+import logging
+import os
+from typing import List, Optional, Union
+
+import numpy as np
+import torch
+from fairseq.models.roberta.hub_interface import RobertaHubInterface
+
+from ..evaluation.embedding import (
+    SentencepieceTokenizer,
+    check_head,
+    check_pooling,
+    check_sentences,
+    embed_tokens,
+    output_dim,
+)
+
+logger = logging.getLogger(__name__)
+
+CONVERT_CHOICES = ("numpy", "torch")
+
+#: task options that only matter for training and may point at files of the
+#: training machine (synonym tables, STS files): turned off when loading for inference
+INFERENCE_OVERRIDES = {
+    "augmentations": "none",
+    "augmentation_mix": "",
+    "synonym_table": "",
+    "sts_validation": "",
+}
+
+
+class HubLoadError(ValueError):
+    """A checkpoint cannot be loaded as asked; the message names the file or argument."""
+
+
+class ClearHubInterface(RobertaHubInterface):
+    """RoBERTa's hub interface plus sentence embeddings (``embed``, ``similarity``)."""
+
+    def __init__(self, cfg, task, model, sentencepiece_model: Optional[str] = None):
+        super().__init__(cfg, task, model)
+        spm_path = sentencepiece_model or _cfg_get(cfg, "bpe", "sentencepiece_model")
+        self.tokenizer = SentencepieceTokenizer(spm_path, task.source_dictionary)
+        #: sentences truncated by the last embed() call
+        self.num_truncated = 0
+
+    @property
+    def dim(self) -> int:
+        """Size of the default sentence vectors."""
+        return output_dim(self.model, "representation")
+
+    @property
+    def default_pooling(self) -> str:
+        return self.model.args.sentence_pooling
+
+    def embed(
+        self,
+        sentences: Union[str, List[str]],
+        pooling: Optional[str] = None,
+        batch_size: int = 64,
+        normalize: bool = False,
+        show_progress: Optional[bool] = None,
+        convert_to: str = "numpy",
+        head: str = "representation",
+    ):
+        """Sentence vectors, in the order given.
+
+        Args:
+            sentences: a list of str (or one str, which gives one vector). ``''``
+                is embedded as ``<s></s>``.
+            pooling: ``cls`` (the ``<s>`` output, CLEAR) or ``mean`` (over all
+                tokens, ``<s>``/``</s>`` included); default: the model's
+                ``--sentence-pooling``.
+            batch_size: sentences per forward pass (batches are made of sentences
+                of similar length, then the input order is restored).
+            normalize: scale every vector to unit length.
+            show_progress: a progress bar; ``None`` shows one when more than
+                one batch is run and stderr is a terminal.
+            convert_to: ``numpy`` (float32 array) or ``torch`` (float32 tensor on
+                the model's device).
+            head: ``representation`` (default: the pooled encoder output, through
+                CLSR's sentence encoder e when the model has one), ``pooled``
+                (the encoder output only) or ``projection`` (through the
+                projection head g used by the contrastive loss; not what the
+                paper evaluates).
+
+        Sentences longer than the model's maximum positions are truncated; a
+        warning gives the count, also kept in ``self.num_truncated``.
+        """
+        single = isinstance(sentences, str)
+        sentences = check_sentences([sentences] if single else sentences)
+        pooling = pooling or self.default_pooling
+        check_pooling(pooling)
+        check_head(head, self.model)
+        if convert_to not in CONVERT_CHOICES:
+            raise ValueError(f"unknown convert_to '{convert_to}', choose from {CONVERT_CHOICES}")
+        max_positions = self.model.max_positions()
+        tokens = self.tokenizer.encode(sentences, max_positions=max_positions)
+        self.num_truncated = self.tokenizer.num_truncated
+        if self.num_truncated:
+            logger.warning(
+                "embed: truncated %d of %d sentences longer than the model's %d positions "
+                "(%d pieces + <s> and </s>)",
+                self.num_truncated, len(sentences), max_positions, max_positions - 2,
+            )
+        if show_progress is None:
+            import sys
+
+            show_progress = len(sentences) > batch_size and sys.stderr.isatty()
+        vectors = embed_tokens(
+            self.model, tokens, (pooling,), head=head, batch_size=batch_size,
+            show_progress=show_progress,
+        )[pooling]
+        if normalize:
+            vectors = torch.nn.functional.normalize(vectors, dim=-1)
+        if single:
+            vectors = vectors[0]
+        if convert_to == "torch":
+            return vectors.to(self.device)
+        return vectors.numpy()
+
+    def similarity(self, a, b, pairwise: bool = False, **embed_kwargs):
+        """Cosine similarity of sentences or vectors.
+
+        ``a`` and ``b`` are each a str, a list of str, or vectors (numpy or
+        torch, 1-D or 2-D); strings are embedded with ``embed(**embed_kwargs)``.
+        Two single items give a float; otherwise an (len(a), len(b)) numpy
+        matrix, or with ``pairwise=True`` the (n,) similarities of a[i] and b[i].
+        """
+        va, single_a = self._as_vectors(a, "a", embed_kwargs)
+        vb, single_b = self._as_vectors(b, "b", embed_kwargs)
+        if va.size(1) != vb.size(1):
+            raise ValueError(f"a has {va.size(1)}-dimensional vectors but b has {vb.size(1)}")
+        va = torch.nn.functional.normalize(va, dim=-1, eps=1e-12)
+        vb = torch.nn.functional.normalize(vb, dim=-1, eps=1e-12)
+        if pairwise:
+            if va.size(0) != vb.size(0):
+                raise ValueError(f"pairwise=True needs as many a as b, got {va.size(0)} and {vb.size(0)}")
+            return (va * vb).sum(-1).numpy()
+        sims = va @ vb.T
+        if single_a and single_b:
+            return float(sims[0, 0])
+        return sims.numpy()
+
+    def _as_vectors(self, x, name, embed_kwargs):
+        if isinstance(x, str):
+            x = [x]
+            single = True
+        elif isinstance(x, (np.ndarray, torch.Tensor)):
+            single = x.ndim == 1
+        else:
+            x = list(x)
+            single = False
+            if x and not isinstance(x[0], str) and all(
+                isinstance(v, (np.ndarray, torch.Tensor)) for v in x
+            ):
+                x = torch.stack([torch.as_tensor(v) for v in x])
+        if isinstance(x, list):
+            check_sentences(x, name)
+            kwargs = dict(embed_kwargs, convert_to="torch")
+            return self.embed(x, **kwargs).detach().float().cpu(), single
+        v = torch.as_tensor(x).detach().float().cpu()
+        if v.ndim == 1:
+            v = v.unsqueeze(0)
+        if v.ndim != 2:
+            raise ValueError(f"{name}: vectors must be 1-D or 2-D, got shape {tuple(v.shape)}")
+        return v, single
+
+
+def _cfg_get(cfg, group, key):
+    section = cfg.get(group) if hasattr(cfg, "get") else getattr(cfg, group, None)
+    if section is None:
+        return None
+    return section.get(key) if hasattr(section, "get") else getattr(section, key, None)
+
+
+def _find_dictionary(data_dir):
+    # --task clear layout: DATA/dict.txt; fairseq's sentence_prediction: DATA/input0/dict.txt
+    for candidate in (os.path.join(data_dir, "dict.txt"), os.path.join(data_dir, "input0", "dict.txt")):
+        if os.path.isfile(candidate):
+            return candidate
+    return None
+
+
+def from_pretrained(
+    model_name_or_path,
+    checkpoint_file="model.pt",
+    data_name_or_path=".",
+    bpe="sentencepiece",
+    sentencepiece_model=None,
+    **kwargs,
+) -> ClearHubInterface:
+    """Load ``model_name_or_path/checkpoint_file`` with the dictionary of ``data_name_or_path``.
+
+    ``data_name_or_path`` is the binarized data directory the model was trained
+    on (dict.txt; a relative path starting with '.' is taken inside the model
+    directory, as in fairseq). ``sentencepiece_model`` defaults to
+    DATA/sentencepiece.model, then MODEL_DIR/sentencepiece.model. Training-only
+    task options (augmentations, synonym table, STS validation file) are
+    switched off, so loading needs none of the training machine's files. Other
+    keyword arguments override checkpoint options, as in fairseq.
+    """
+    from fairseq import hub_utils
+
+    from .clear_roberta import DictionarySizeError
+
+    if bpe != "sentencepiece":
+        raise HubLoadError(f"bpe='{bpe}': fairseq-clear models use bpe='sentencepiece'")
+    model_dir = os.path.abspath(os.path.expanduser(str(model_name_or_path)))
+    if not os.path.isdir(model_dir):
+        raise HubLoadError(f"model directory '{model_name_or_path}' does not exist")
+    for name in checkpoint_file.split(os.pathsep):
+        if not os.path.isfile(os.path.join(model_dir, name)):
+            raise HubLoadError(
+                f"checkpoint '{os.path.join(model_dir, name)}' does not exist (checkpoint_file="
+                f"'{checkpoint_file}'; fairseq-train writes checkpoint_best.pt and checkpoint_last.pt)"
+            )
+    data_name_or_path = str(data_name_or_path)
+    if data_name_or_path.startswith("."):
+        data_dir = os.path.abspath(os.path.join(model_dir, data_name_or_path))
+    else:
+        data_dir = os.path.abspath(os.path.expanduser(data_name_or_path))
+    dict_path = _find_dictionary(data_dir)
+    if dict_path is None:
+        raise HubLoadError(
+            f"no dict.txt in '{data_dir}': pass data_name_or_path= the binarized data directory "
+            "the model was trained on (it holds dict.txt and sentencepiece.model)"
+        )
+    if sentencepiece_model is None:
+        candidates = [os.path.join(data_dir, "sentencepiece.model"), os.path.join(model_dir, "sentencepiece.model")]
+        sentencepiece_model = next((c for c in candidates if os.path.isfile(c)), None)
+        if sentencepiece_model is None:
+            raise HubLoadError(
+                f"no sentencepiece model: looked for {' and '.join(candidates)}; pass "
+                "sentencepiece_model= the .model file that produced dict.txt"
+            )
+    elif not os.path.isfile(sentencepiece_model):
+        raise HubLoadError(f"sentencepiece_model '{sentencepiece_model}' does not exist")
+    sentencepiece_model = os.path.abspath(sentencepiece_model)
+
+    overrides = dict(INFERENCE_OVERRIDES)
+    overrides.update(kwargs)
+    try:
+        x = hub_utils.from_pretrained(
+            model_dir,
+            checkpoint_file,
+            data_dir,
+            bpe=bpe,
+            sentencepiece_model=sentencepiece_model,
+            load_checkpoint_heads=True,
+            **overrides,
+        )
+    except DictionarySizeError as e:
+        raise HubLoadError(f"{dict_path}: {e}") from None
+    hub = ClearHubInterface(x["args"], x["task"], x["models"][0], sentencepiece_model)
+    hub.eval()  # inference is what the hub is for; hub.train() turns dropout back on
+    return hub

@@ -1,0 +1,125 @@
+"""Binarize with the real ``fairseq-preprocess --only-source --srcdict dict.txt`` and check
+the result against what the encoder wrote."""
+
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Dict, List
+
+import numpy as np
+
+from .common import PrepareError, progress
+
+logger = logging.getLogger(__name__)
+
+UNK_INDEX = 3  # fairseq's <unk>
+
+
+def fairseq_preprocess_command() -> List[str]:
+    """The ``fairseq-preprocess`` console script of this environment (or ``python -m``)."""
+    script = Path(sys.executable).parent / "fairseq-preprocess"
+    if script.is_file():
+        return [str(script)]
+    found = shutil.which("fairseq-preprocess")
+    if found:
+        return [found]
+    return [sys.executable, "-m", "fairseq_cli.preprocess"]
+
+
+def run_fairseq_preprocess(dict_path: str, prefixes: Dict[str, str], destdir: str, workers: int,
+                           expected_tokens: int, enabled_progress: bool = True,
+                           log_path: str = "") -> str:
+    """Run fairseq-preprocess into ``destdir``; returns its output (also written to ``log_path``).
+
+    ``prefixes``: split name ("train", "valid", "test") → text file of pieces.
+    ``expected_tokens``: tokens incl. one ``</s>`` per line, for the progress bar
+    (fairseq-preprocess has none; the bar follows the size of the .bin files).
+    """
+    cmd = fairseq_preprocess_command() + [
+        "--only-source", "--srcdict", dict_path, "--destdir", destdir,
+        "--workers", str(max(1, workers)), "--dataset-impl", "mmap",
+        "--trainpref", prefixes["train"],
+    ]
+    for split in ("valid", "test"):
+        if split in prefixes:
+            cmd += [f"--{split}pref", prefixes[split]]
+    env = dict(os.environ)
+    env.setdefault("OMP_NUM_THREADS", "1")
+    logger.info("running %s", " ".join(cmd))
+    dtype_bytes = 2  # uint16 while the dictionary has < 65500 entries
+    out_chunks: List[str] = []
+    with progress(total=expected_tokens * dtype_bytes, desc="binarize", enabled=enabled_progress) as bar:
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                env=env)
+        reader = threading.Thread(target=lambda: out_chunks.append(proc.stdout.read()), daemon=True)
+        reader.start()
+        seen = 0
+        while proc.poll() is None:
+            time.sleep(0.5)
+            size = sum(
+                os.path.getsize(os.path.join(destdir, n))
+                for n in _listdir(destdir) if n.endswith(".bin")
+            )
+            size = min(size, bar.total or size)
+            if size > seen:
+                bar.update(size - seen)
+                seen = size
+        reader.join()
+        if bar.total and seen < bar.total:
+            bar.update(bar.total - seen)
+    output = "".join(out_chunks)
+    if log_path:
+        with open(log_path, "w", encoding="utf-8") as f:
+            f.write(" ".join(cmd) + "\n" + output)
+    if proc.returncode != 0:
+        raise PrepareError(
+            f"fairseq-preprocess failed (exit {proc.returncode}); its output:\n{output[-4000:]}"
+        )
+    return output
+
+
+def _listdir(d):
+    try:
+        return os.listdir(d)
+    except FileNotFoundError:
+        return []
+
+
+def check_binarized(destdir: str, split: str, expected_lines: int, expected_tokens: int,
+                    expected_unk: int) -> Dict:
+    """Read ``split`` back with fairseq and compare with the encoder's counts.
+
+    A mismatch in ``<unk>`` means dict.txt and the sentencepiece model disagree.
+    """
+    from fairseq.data.indexed_dataset import MMapIndexedDataset
+
+    prefix = os.path.join(destdir, split)
+    ds = MMapIndexedDataset(prefix)
+    sizes = np.asarray(ds.sizes, dtype=np.int64)
+    lines = len(sizes)
+    tokens = int(sizes.sum()) - lines  # without the </s> of each line
+    empty = int((sizes == 1).sum())
+    # count <unk> over the flat token buffer in blocks (constant memory)
+    data = np.memmap(prefix + ".bin", dtype=ds._index.dtype, mode="r")
+    unk = 0
+    for start in range(0, len(data), 1 << 24):
+        unk += int(np.count_nonzero(data[start:start + (1 << 24)] == UNK_INDEX))
+    del data, ds
+    problems = []
+    if lines != expected_lines:
+        problems.append(f"{lines} lines, expected {expected_lines}")
+    if tokens != expected_tokens:
+        problems.append(f"{tokens} tokens, expected {expected_tokens}")
+    if unk != expected_unk:
+        problems.append(
+            f"{unk} <unk>, expected {expected_unk}: dict.txt and the sentencepiece model disagree"
+        )
+    if problems:
+        raise PrepareError(f"binarized split '{prefix}' does not match the encoded text: "
+                           + "; ".join(problems))
+    return {"lines": lines, "tokens": tokens, "empty_lines": empty, "unk": unk}

@@ -1,0 +1,295 @@
+"""Shared pieces of the preprocessing pipeline: errors, atomic outputs, step markers,
+bounded parallel maps and progress bars.
+
+Nothing here imports fairseq or torch, so that worker processes stay light.
+"""
+
+import collections
+import hashlib
+import json
+import logging
+import multiprocessing
+import os
+import sys
+import tempfile
+from contextlib import contextmanager
+from typing import Callable, Dict, Iterable, Iterator, List, Optional
+
+logger = logging.getLogger(__name__)
+
+
+class PrepareError(ValueError):
+    """Bad input or configuration; the message names the option or file."""
+
+
+# ---- counting what happens to lines ---------------------------------------------------
+
+class LineReport:
+    """Counts of lines dropped, altered and normalised, each by reason.
+
+    *dropped*: the line (or sentence) is not in the output.
+    *altered*: the line is in the output, with its content changed.
+    *normalized*: only a representation detail changed (line ending, byte-order mark).
+    """
+
+    KINDS = ("dropped", "altered", "normalized")
+
+    def __init__(self, data: Optional[Dict[str, Dict[str, int]]] = None):
+        self.counts = {k: collections.Counter() for k in self.KINDS}
+        if data:
+            for kind in self.KINDS:
+                self.counts[kind].update(data.get(kind, {}))
+
+    def add(self, kind: str, reason: str, n: int = 1):
+        if n:
+            self.counts[kind][reason] += n
+
+    def update(self, other: "LineReport"):
+        for kind in self.KINDS:
+            self.counts[kind].update(other.counts[kind])
+
+    def to_dict(self) -> Dict[str, Dict[str, int]]:
+        return {k: dict(sorted(self.counts[k].items())) for k in self.KINDS}
+
+    def __getitem__(self, kind):
+        return self.counts[kind]
+
+
+# ---- atomic outputs ---------------------------------------------------------------------
+
+def tmp_name(path: str) -> str:
+    """A temporary name beside ``path``: renamed over it only when complete."""
+    d, base = os.path.split(path)
+    return os.path.join(d, f".{base}.tmp-{os.getpid()}")
+
+
+@contextmanager
+def atomic_write(path: str, mode: str = "w", encoding: Optional[str] = "utf-8"):
+    """Write to a temporary file and rename it to ``path`` only if the block succeeds."""
+    tmp = tmp_name(path)
+    kwargs = {"encoding": encoding, "newline": "\n"} if "b" not in mode else {}
+    try:
+        with open(tmp, mode, **kwargs) as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def write_json(path: str, obj):
+    with atomic_write(path) as f:
+        json.dump(obj, f, indent=2, ensure_ascii=False, sort_keys=False)
+        f.write("\n")
+
+
+def remove_stale_tmp(directory: str):
+    """Remove temporary files left by a crashed run (their owner process is gone)."""
+    if not os.path.isdir(directory):
+        return
+    for name in os.listdir(directory):
+        if name.startswith(".") and ".tmp-" in name:
+            pid = name.rsplit(".tmp-", 1)[-1].split(".")[0]  # ".spm.tmp-123.model"
+            if pid.isdigit() and not _pid_alive(int(pid)):
+                path = os.path.join(directory, name)
+                if os.path.isdir(path):
+                    import shutil
+
+                    shutil.rmtree(path, ignore_errors=True)
+                else:
+                    os.unlink(path)
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return False  # ours: from an earlier attempt in this process, e.g. a failed step
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+# ---- resumable steps --------------------------------------------------------------------
+
+#: Bump when a change of the code changes what a step writes: old markers then no longer match.
+PIPELINE_VERSION = 1
+
+
+def fingerprint(*parts) -> str:
+    """A stable hash of JSON-serialisable parts (options, input identities, upstream hashes)."""
+    blob = json.dumps([PIPELINE_VERSION, parts], sort_keys=True, default=str).encode("utf-8")
+    return hashlib.sha256(blob).hexdigest()[:24]
+
+
+def file_identity(path: str) -> Dict:
+    """What identifies an input file for resuming: its path, size and modification time."""
+    st = os.stat(path)
+    return {"path": os.path.abspath(path), "size": st.st_size, "mtime_ns": st.st_mtime_ns}
+
+
+class StepMarkers:
+    """Done-markers of the pipeline steps: ``WORK/steps/<name>.json``.
+
+    A marker is written after a step's outputs have been renamed into place, and
+    holds the step's fingerprint (a hash of its inputs and options, chained over
+    the upstream steps), its outputs and its statistics. A step counts as done only
+    if its marker's fingerprint matches and every output exists with the recorded
+    size, so a half-written or stale output is never taken for a finished one.
+    """
+
+    def __init__(self, directory: str):
+        self.directory = directory
+        os.makedirs(directory, exist_ok=True)
+
+    def path(self, name: str) -> str:
+        return os.path.join(self.directory, f"{name}.json")
+
+    def load(self, name: str) -> Optional[Dict]:
+        try:
+            with open(self.path(name), encoding="utf-8") as f:
+                return json.load(f)
+        except (OSError, ValueError):
+            return None
+
+    def done(self, name: str, fp: str) -> Optional[Dict]:
+        marker = self.load(name)
+        if not marker or marker.get("fingerprint") != fp:
+            return None
+        for path, size in marker.get("outputs", {}).items():
+            if not os.path.exists(path):
+                return None
+            if size is not None and os.path.isfile(path) and os.path.getsize(path) != size:
+                return None
+        return marker
+
+    def mark(self, name: str, fp: str, outputs: Iterable[str], stats: Dict, seconds: float,
+             **extra):
+        outputs = {
+            os.path.abspath(p): (os.path.getsize(p) if os.path.isfile(p) else None)
+            for p in outputs
+        }
+        write_json(
+            self.path(name),
+            {"step": name, "fingerprint": fp, "outputs": outputs, "stats": stats,
+             "seconds": round(seconds, 3), **extra},
+        )
+
+    def clear(self, name: str):
+        try:
+            os.unlink(self.path(name))
+        except FileNotFoundError:
+            pass
+
+
+# ---- parallel map with bounded memory ---------------------------------------------------
+
+def _mp_context():
+    # fork: workers inherit the loaded modules (and the sentencepiece / Punkt state
+    # set up by the initializer) instead of re-importing them.
+    methods = multiprocessing.get_all_start_methods()
+    return multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+
+
+def ordered_parallel_map(
+    fn: Callable,
+    items: Iterable,
+    workers: int,
+    initializer: Optional[Callable] = None,
+    initargs=(),
+    max_in_flight: Optional[int] = None,
+) -> Iterator:
+    """``map(fn, items)`` in ``workers`` processes, results in input order.
+
+    Unlike ``Pool.imap``, at most ``max_in_flight`` items are read ahead of the
+    consumer, so memory stays constant however long ``items`` is. With one worker
+    everything runs in this process (no pickling, no start-up cost).
+    """
+    if workers <= 1:
+        if initializer is not None:
+            initializer(*initargs)
+        for item in items:
+            yield fn(item)
+        return
+    max_in_flight = max_in_flight or 3 * workers
+    pool = _mp_context().Pool(workers, initializer=initializer, initargs=initargs)
+    try:
+        pending = collections.deque()
+        for item in items:
+            pending.append(pool.apply_async(fn, (item,)))
+            if len(pending) >= max_in_flight:
+                yield pending.popleft().get()
+        while pending:
+            yield pending.popleft().get()
+        pool.close()
+    finally:
+        pool.terminate()
+        pool.join()
+
+
+# ---- progress ---------------------------------------------------------------------------
+
+def progress(total=None, desc="", unit="B", enabled=True, **kwargs):
+    """A tqdm bar on stderr; in logs (no terminal) it redraws every 30 s instead of 0.1 s."""
+    from tqdm import tqdm
+
+    tty = hasattr(sys.stderr, "isatty") and sys.stderr.isatty()
+    return tqdm(
+        total=total,
+        desc=desc,
+        unit=unit,
+        unit_scale=unit == "B",
+        unit_divisor=1024 if unit == "B" else 1000,
+        disable=not enabled,
+        mininterval=0.2 if tty else 30.0,
+        dynamic_ncols=True,
+        file=sys.stderr,
+        **kwargs,
+    )
+
+
+def check_output_dir(path: str, option: str = "OUT_DIR"):
+    """Create ``path`` and check that it is writable, failing at once with its name."""
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as e:
+        raise PrepareError(f"{option}: cannot create output directory '{path}' ({e.strerror})") from None
+    if not os.path.isdir(path):
+        raise PrepareError(f"{option}: '{path}' exists and is not a directory")
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".write-test-", dir=path)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        raise PrepareError(f"{option}: output directory '{path}' is not writable ({e.strerror})") from None
+
+
+def check_input_files(paths: List[str], option: str, exclude: Optional[str] = None) -> List[str]:
+    """Expand directories (all regular files below, sorted, hidden ones and ``exclude`` --
+    the output directory -- left out) and check that every file is readable."""
+    files = []
+    exclude = os.path.abspath(exclude) if exclude else None
+    for path in paths:
+        if not os.path.exists(path):
+            raise PrepareError(f"{option}: input '{path}' does not exist")
+        if os.path.isdir(path):
+            found = []
+            for root, dirs, names in os.walk(path):
+                dirs[:] = sorted(d for d in dirs if not d.startswith(".")
+                                 and os.path.abspath(os.path.join(root, d)) != exclude)
+                found.extend(os.path.join(root, n) for n in sorted(names) if not n.startswith("."))
+            if not found:
+                raise PrepareError(f"{option}: input directory '{path}' holds no files")
+            files.extend(found)
+        else:
+            files.append(path)
+    for f in files:
+        if not os.path.isfile(f):
+            raise PrepareError(f"{option}: input '{f}' is not a regular file")
+        if not os.access(f, os.R_OK):
+            raise PrepareError(f"{option}: input '{f}' is not readable")
+    return files

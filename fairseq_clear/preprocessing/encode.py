@@ -1,0 +1,319 @@
+"""Sentencepiece: train on a sample, encode in parallel (streaming), write dict.txt.
+
+The dictionary contract (docs/design.md): ``dict.txt`` lists the sentencepiece
+pieces in sentencepiece id order, leaving out control and unknown pieces, then
+``<mask>`` and ``[DEL]``. fairseq prepends its four specials (``<s> <pad> </s>
+<unk>``), so fairseq id = sentencepiece id + 1 for every ordinary piece (the
+XLM-R convention), and sentencepiece's ``<unk>`` maps to fairseq's ``<unk>``.
+The counts in ``dict.txt`` are the pieces' frequencies in the training split
+(used by ``--freq-weighted-replacement``).
+"""
+
+import logging
+import os
+import random
+from typing import Dict, List, Optional
+
+import numpy as np
+
+from .common import PrepareError, atomic_write, ordered_parallel_map, progress, tmp_name
+from .documents import BREAK, DocumentMerger, render
+from .text import read_blocks, split_block_lines
+
+logger = logging.getLogger(__name__)
+
+MODEL_TYPES = ("unigram", "bpe")
+LONG_SENTENCE_MODES = ("split", "truncate")
+EXTRA_SYMBOLS = ("<mask>", "[DEL]")
+FAIRSEQ_SPECIALS = ("<s>", "<pad>", "</s>", "<unk>")
+WORD_START = "\u2581"
+#: Lines longer than this are encoded in pieces cut at spaces. sentencepiece never
+#: joins pieces across a space, so the result is the same, without building a lattice
+#: over megabytes of text.
+ENCODE_SEGMENT_CHARS = 20_000
+ENCODE_BLOCK_BYTES = 256 << 10
+#: Sampled training sentences are cut to this length (at a space): a few huge lines
+#: would otherwise dominate the sample and sentencepiece's training time.
+SAMPLE_MAX_CHARS = 2000
+
+
+# ---- training --------------------------------------------------------------------------
+
+def reservoir_sample(path: str, size: int, seed: int, unk_token: str = "") -> List[str]:
+    """A uniform sample of ``size`` non-empty lines of ``path`` in one pass (constant memory),
+    each cut to :data:`SAMPLE_MAX_CHARS`."""
+    rng = random.Random(seed)
+    sample: List[str] = []
+    seen = 0
+    with open(path, encoding="utf-8", newline="\n") as f:
+        for line in f:
+            line = line.rstrip("\n")
+            if not line:
+                continue
+            if unk_token and unk_token in line:
+                # WikiText's <unk> is not text: keep it out of the vocabulary
+                line = " ".join(line.replace(unk_token, " ").split())
+                if not line:
+                    continue
+            if len(line) > SAMPLE_MAX_CHARS:
+                cut = line.rfind(" ", 0, SAMPLE_MAX_CHARS)
+                line = line[:cut if cut > 0 else SAMPLE_MAX_CHARS]
+            seen += 1
+            if len(sample) < size:
+                sample.append(line)
+            else:
+                j = rng.randrange(seen)
+                if j < size:
+                    sample[j] = line
+    return sample
+
+
+def train_sentencepiece(sent_path: str, model_path: str, vocab_size: int, model_type: str,
+                        sample_size: int, seed: int, character_coverage: float,
+                        unk_token: str, threads: int, work_dir: str) -> Dict:
+    """Train a sentencepiece model on a sample of ``sent_path``; writes ``model_path`` atomically."""
+    import sentencepiece as spm
+
+    sample = reservoir_sample(sent_path, sample_size, seed, unk_token)
+    if not sample:
+        raise PrepareError(f"no training sentences in '{sent_path}' to train sentencepiece on")
+    sample_path = os.path.join(work_dir, "spm_sample.txt")
+    with atomic_write(sample_path) as f:
+        for line in sample:
+            f.write(line + "\n")
+    prefix = tmp_name(os.path.join(work_dir, "spm"))
+    try:
+        spm.SentencePieceTrainer.train(
+            input=sample_path,
+            model_prefix=prefix,
+            vocab_size=vocab_size,
+            model_type=model_type,
+            character_coverage=character_coverage,
+            # ids fixed as fairseq/XLM-R expect: fairseq id = spm id + 1
+            unk_id=0, bos_id=1, eos_id=2, pad_id=-1,
+            hard_vocab_limit=False,  # small corpora: a smaller vocabulary instead of an error
+            num_threads=max(1, threads),
+            input_sentence_size=0,  # the sample above is the whole input
+            max_sentence_length=4 * SAMPLE_MAX_CHARS + 16,  # bytes
+            minloglevel=2,
+        )
+        os.replace(prefix + ".model", model_path)
+        vocab_path = os.path.splitext(model_path)[0] + ".vocab"
+        os.replace(prefix + ".vocab", vocab_path)
+    finally:
+        for ext in (".model", ".vocab"):
+            if os.path.exists(prefix + ext):
+                os.unlink(prefix + ext)
+    sp = spm.SentencePieceProcessor(model_file=model_path)
+    return {
+        "model_type": model_type,
+        "vocab_size_requested": vocab_size,
+        "vocab_size": sp.get_piece_size(),
+        "sample_sentences": len(sample),
+        "character_coverage": character_coverage,
+    }
+
+
+# ---- encoding (workers) --------------------------------------------------------------
+
+_WORKER: Dict = {}
+
+
+def _init_worker(model_path: str, max_body: int, long_mode: str, unk_token: str):
+    import sentencepiece as spm
+
+    sp = spm.SentencePieceProcessor(model_file=model_path)
+    n = sp.get_piece_size()
+    pieces = [sp.id_to_piece(i) for i in range(n)]
+    # written as fairseq's "<unk>", which fairseq-preprocess maps to its unk index
+    pieces[sp.unk_id()] = "<unk>"
+    is_start = np.array([p.startswith(WORD_START) for p in pieces], dtype=bool)
+    is_start[sp.unk_id()] = True
+    _WORKER.clear()
+    _WORKER.update(sp=sp, pieces=pieces, is_start=is_start, unk=sp.unk_id(), n=n,
+                   max_body=max_body, long_mode=long_mode, unk_token=unk_token)
+
+
+def _segments(text: str):
+    """``text`` in pieces of at most :data:`ENCODE_SEGMENT_CHARS`, cut at spaces when possible.
+
+    Yields (segment, cut_inside_word)."""
+    pos, n = 0, len(text)
+    while n - pos > ENCODE_SEGMENT_CHARS:
+        cut = text.rfind(" ", pos + 1, pos + ENCODE_SEGMENT_CHARS)
+        inside = cut <= pos
+        if inside:
+            cut = pos + ENCODE_SEGMENT_CHARS
+        yield text[pos:cut], inside
+        pos = cut
+    yield text[pos:], False
+
+
+def encode_text(text: str, stats: Dict, limit: Optional[int] = None) -> List[int]:
+    """sentencepiece ids of ``text``; ``unk_token`` occurrences become the unknown id.
+
+    With ``limit``, encoding stops once ``limit`` ids are known (truncation)."""
+    w = _WORKER
+    sp, unk_token = w["sp"], w["unk_token"]
+    parts = text.split(unk_token) if unk_token and unk_token in text else [text]
+    ids: List[int] = []
+    for k, part in enumerate(parts):
+        if k:
+            ids.append(w["unk"])
+            stats["unk_markers"] += 1
+        if len(part) <= ENCODE_SEGMENT_CHARS:
+            if part.strip():
+                ids.extend(sp.encode(part))
+        else:
+            for seg, inside in _segments(part):
+                if inside:
+                    stats["very_long_words_cut"] += 1
+                if seg.strip():
+                    ids.extend(sp.encode(seg))
+                if limit is not None and len(ids) > limit:
+                    break
+        if limit is not None and len(ids) > limit:
+            break
+    return ids
+
+
+def split_ids(ids: np.ndarray, max_body: int, is_start: np.ndarray) -> List[np.ndarray]:
+    """Cut ``ids`` into pieces of at most ``max_body``, at word starts where possible."""
+    out, pos, n = [], 0, len(ids)
+    while n - pos > max_body:
+        end = pos + max_body
+        starts = np.flatnonzero(is_start[ids[pos + max_body // 2 + 1:end + 1]])
+        cut = pos + max_body // 2 + 1 + int(starts[-1]) if len(starts) else end
+        out.append(ids[pos:cut])
+        pos = cut
+    out.append(ids[pos:])
+    return out
+
+
+def encode_block(block: bytes):
+    """Worker: a block of sentence lines ('' = document break) → (rendered pieces,
+    piece counts, stats)."""
+    w = _WORKER
+    stats = dict(sentences_in=0, sentences=0, tokens=0, unk=0, unk_markers=0,
+                 long_sentences_split=0, extra_lines_from_splitting=0,
+                 long_sentences_truncated=0, tokens_truncated=0,
+                 empty_after_encoding=0, very_long_words_cut=0)
+    events = []
+    all_ids = []
+    pieces, max_body = w["pieces"], w["max_body"]
+    truncate = w["long_mode"] == "truncate"
+    for line in split_block_lines(block):
+        if not line:
+            events.append(BREAK)
+            continue
+        stats["sentences_in"] += 1
+        ids = encode_text(line.decode("utf-8"), stats, limit=max_body if truncate else None)
+        if not ids:
+            stats["empty_after_encoding"] += 1
+            events.append([])
+            continue
+        arr = np.asarray(ids, dtype=np.int64)
+        if len(arr) > max_body:
+            if truncate:
+                stats["long_sentences_truncated"] += 1
+                # exact when encoding stopped early: count what was encoded beyond the limit
+                stats["tokens_truncated"] += len(arr) - max_body
+                parts = [arr[:max_body]]
+            else:
+                parts = split_ids(arr, max_body, w["is_start"])
+                stats["long_sentences_split"] += 1
+                stats["extra_lines_from_splitting"] += len(parts) - 1
+        else:
+            parts = [arr]
+        out = []
+        for part in parts:
+            out.append(" ".join([pieces[i] for i in part.tolist()]))
+            all_ids.append(part)
+            stats["sentences"] += 1
+            stats["tokens"] += len(part)
+        events.append(out)
+    if all_ids:
+        counts = np.bincount(np.concatenate(all_ids), minlength=w["n"])
+        stats["unk"] = int(counts[w["unk"]])
+    else:
+        counts = np.zeros(w["n"], dtype=np.int64)
+    return render(events), counts, stats
+
+
+def encode_file(sent_path: str, out_path: str, model_path: str, max_body: int, long_mode: str,
+                unk_token: str, workers: int, enabled_progress: bool = True,
+                desc: str = "encode"):
+    """Encode a sentence file into space-separated pieces (one line per sentence, blank lines
+    between documents). Returns (stats, piece counts array)."""
+    totals: Dict[str, int] = {}
+    counts = None
+    with progress(total=os.path.getsize(sent_path), desc=desc, enabled=enabled_progress) as bar, \
+            atomic_write(out_path) as out:
+
+        def blocks():
+            for block in read_blocks(sent_path, ENCODE_BLOCK_BYTES):
+                yield block
+                bar.update(len(block))
+
+        merger = DocumentMerger(out)
+        for rendered, c, stats in ordered_parallel_map(
+            encode_block, blocks(), workers, _init_worker,
+            (model_path, max_body, long_mode, unk_token),
+        ):
+            counts = c if counts is None else counts + c
+            for k, v in stats.items():
+                totals[k] = totals.get(k, 0) + v
+            merger.add(rendered)
+        merger.finish()
+    if counts is None:
+        import sentencepiece as spm
+
+        counts = np.zeros(spm.SentencePieceProcessor(model_file=model_path).get_piece_size(),
+                          dtype=np.int64)
+    for k in ("sentences_in", "sentences", "tokens", "unk", "unk_markers", "long_sentences_split",
+              "extra_lines_from_splitting", "long_sentences_truncated", "tokens_truncated",
+              "empty_after_encoding", "very_long_words_cut"):
+        totals.setdefault(k, 0)
+    assert merger.sentences == totals["sentences"]
+    totals["documents"] = merger.documents
+    totals["lines"] = merger.sentences + max(merger.documents - 1, 0)
+    return totals, counts
+
+
+# ---- dictionary ----------------------------------------------------------------------
+
+def write_dict(model_path: str, counts: Optional[np.ndarray], dict_path: str) -> Dict:
+    """dict.txt: pieces in sentencepiece id order (control/unknown left out), then <mask>, [DEL]."""
+    import sentencepiece as spm
+
+    sp = spm.SentencePieceProcessor(model_file=model_path)
+    if (sp.unk_id(), sp.bos_id(), sp.eos_id(), sp.pad_id()) != (0, 1, 2, -1):
+        raise PrepareError(
+            f"sentencepiece model '{model_path}' must have unk=0, bos=1, eos=2 and no pad "
+            f"(fairseq id = sentencepiece id + 1); it has unk={sp.unk_id()}, bos={sp.bos_id()}, "
+            f"eos={sp.eos_id()}, pad={sp.pad_id()}"
+        )
+    reserved = set(FAIRSEQ_SPECIALS) | set(EXTRA_SYMBOLS)
+    n = 0
+    with atomic_write(dict_path) as f:
+        for i in range(sp.get_piece_size()):
+            if sp.is_control(i) or sp.is_unknown(i):
+                continue
+            piece = sp.id_to_piece(i)
+            if piece in reserved or not piece or any(ch.isspace() for ch in piece):
+                raise PrepareError(
+                    f"sentencepiece model '{model_path}': piece {i} {piece!r} clashes with a "
+                    "fairseq symbol or holds whitespace; it cannot go into dict.txt"
+                )
+            if i != n + 3:
+                raise PrepareError(
+                    f"sentencepiece model '{model_path}': piece {i} would get fairseq id "
+                    f"{n + 4}, breaking fairseq id = sentencepiece id + 1 (control pieces "
+                    "beyond <s>, </s> are not supported)"
+                )
+            count = int(counts[i]) if counts is not None else 0
+            f.write(f"{piece} {count}\n")
+            n += 1
+        for sym in EXTRA_SYMBOLS:
+            f.write(f"{sym} 0\n")
+    return {"dict_entries": n + len(EXTRA_SYMBOLS), "fairseq_dictionary_size": n + 4 + len(EXTRA_SYMBOLS)}

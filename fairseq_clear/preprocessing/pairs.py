@@ -1,0 +1,548 @@
+"""``clear-prepare-pairs``: labelled sentence pairs -> binarized (sentence, positive[, hard negative]).
+
+Reads the labelled sets that supervised contrastive training uses and writes
+the data directory of ``--task contrastive_pairs``::
+
+    OUT/dict.txt, OUT/sentencepiece.model     copied from --data (the pre-training data)
+    OUT/sent0/{dict.txt, train.bin, train.idx[, valid.*, test.*]}
+    OUT/sent1/...
+    OUT/hard_neg/...                          when the rows have hard negatives
+    OUT/raw/{split}.{column}                  the raw sentences, one per line
+    OUT/pairs.json                            what was read, kept and skipped, by reason
+
+Every column is encoded with the pre-training data's sentencepiece model and
+binarized by the real ``fairseq-preprocess --only-source --srcdict dict.txt``,
+so the pairs share the model's dictionary.
+
+Formats (``--format``; ``auto`` looks at the file name and header):
+
+========== ===================================================== ==========================
+format     input                                                  positive / hard negative
+========== ===================================================== ==========================
+simcse-csv SimCSE's ``nli_for_simcse.csv``: sent0,sent1[,hard_neg]  as given
+nli-jsonl  SNLI / MultiNLI ``*.jsonl`` (gold_label, sentence1/2)    entailment / a contradiction
+                                                                  of the same premise
+stsb       GLUE STS-B ``*.tsv`` or the original ``sts-*.csv``       score > ``--sts-threshold`` (4)
+mrpc       GLUE MRPC ``*.tsv``                                      Quality 1 / Quality 0 of the
+                                                                  same #1 sentence
+sick       SICK ``SICK_*.txt``                                      ENTAILMENT (or relatedness >
+                                                                  ``--sick-score-threshold``) /
+                                                                  CONTRADICTION of the same A
+quora      Quora ``quora_duplicate_questions.tsv`` / GLUE QQP       is_duplicate 1 / 0 of the same
+                                                                  question1
+========== ===================================================== ==========================
+
+Hard negatives are used by default for ``simcse-csv`` (when the column is
+there) and ``nli-jsonl`` (SimCSE supervised); ``--hard-negatives`` /
+``--no-hard-negatives`` decide for any format. With hard negatives, positive
+pairs whose sentence has no negative partner are skipped (and counted).
+Nothing is dropped silently: every skipped row is counted by reason, printed
+and written to ``pairs.json``.
+"""
+
+import argparse
+import collections
+import csv
+import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Dict, Iterable, List, Optional, Tuple
+
+from .common import PrepareError
+
+logger = logging.getLogger(__name__)
+
+FORMATS = ("auto", "simcse-csv", "nli-jsonl", "stsb", "mrpc", "sick", "quora")
+COLUMNS = ("sent0", "sent1", "hard_neg")
+POS, NEG, OTHER = "positive", "negative", "other"
+
+
+# ---- reading ----------------------------------------------------------------------------
+
+class Rows:
+    """Rows read from one split: labelled pairs or ready triples, and the skip counts."""
+
+    def __init__(self):
+        self.labelled: List[Tuple[str, str, str]] = []  # (sentence, partner, POS/NEG/OTHER)
+        self.triples: List[Tuple[str, str, Optional[str]]] = []
+        self.read = 0
+        self.skipped = collections.Counter()
+        self.has_hard_negative_column = False
+
+    def skip(self, reason: str):
+        self.skipped[reason] += 1
+
+
+def _clean(text) -> str:
+    # one sentence per line in the raw files: no tabs or newlines inside
+    return " ".join(str(text or "").split())
+
+
+def _read_lines(path: str) -> List[str]:
+    with open(path, encoding="utf-8-sig", newline="") as f:  # MRPC starts with a BOM
+        return [line.rstrip("\r\n") for line in f]
+
+
+def detect_format(path: str) -> str:
+    name = os.path.basename(path).lower()
+    if name.endswith(".jsonl"):
+        return "nli-jsonl"
+    lines = _read_lines(path)
+    header = lines[0] if lines else ""
+    fields = [h.strip().lower() for h in header.split("\t")]
+    if header.replace(" ", "").lower().startswith("sent0,sent1"):
+        return "simcse-csv"
+    if "relatedness_score" in fields:
+        return "sick"
+    if "quality" in fields and "#1 string" in fields:
+        return "mrpc"
+    if "is_duplicate" in fields:
+        return "quora"
+    if "sentence1" in fields and "score" in fields:
+        return "stsb"
+    if name.startswith("sts-") and name.endswith(".csv"):
+        return "stsb"
+    raise PrepareError(
+        f"--format auto: cannot tell the format of '{path}' (header: {header[:80]!r}); "
+        f"pass --format, one of {', '.join(FORMATS[1:])}"
+    )
+
+
+def read_simcse_csv(path: str, rows: Rows, use_hard: Optional[bool]):
+    with open(path, encoding="utf-8", newline="") as f:
+        reader = csv.reader(f)
+        header = next(reader, None)
+        if not header or [h.strip() for h in header[:2]] != ["sent0", "sent1"]:
+            raise PrepareError(f"'{path}': expected a header 'sent0,sent1[,hard_neg]', got {header}")
+        has_hard = len(header) > 2 and header[2].strip() == "hard_neg"
+        rows.has_hard_negative_column = has_hard
+        take_hard = has_hard and use_hard is not False
+        if use_hard and not has_hard:
+            raise PrepareError(f"--hard-negatives: '{path}' has no hard_neg column")
+        for record in reader:
+            rows.read += 1
+            if len(record) != len(header):
+                rows.skip(f"malformed row ({len(record)} fields, expected {len(header)})")
+                continue
+            s0, s1 = _clean(record[0]), _clean(record[1])
+            hard = _clean(record[2]) if take_hard else None
+            if not s0 or not s1:
+                rows.skip("empty sentence")
+                continue
+            if take_hard and not hard:
+                rows.skip("empty hard negative")
+                continue
+            rows.triples.append((s0, s1, hard))
+
+
+def read_nli_jsonl(path: str, rows: Rows):
+    labels = {"entailment": POS, "contradiction": NEG, "neutral": OTHER}
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if not line.strip():
+                continue
+            rows.read += 1
+            try:
+                record = json.loads(line)
+                gold = record["gold_label"]
+                premise, hypothesis = _clean(record["sentence1"]), _clean(record["sentence2"])
+            except (ValueError, KeyError, TypeError):
+                rows.skip("malformed row")
+                continue
+            if gold not in labels:
+                rows.skip(f"no gold label ({gold!r})")
+                continue
+            if not premise or not hypothesis:
+                rows.skip("empty sentence")
+                continue
+            rows.labelled.append((premise, hypothesis, labels[gold]))
+
+
+def _tsv_records(path: str, rows: Rows, min_fields: int):
+    """Header and split records of a tab-separated file (no quoting: GLUE tsvs hold bare quotes)."""
+    lines = _read_lines(path)
+    if not lines:
+        raise PrepareError(f"'{path}' is empty")
+    header = [h.strip() for h in lines[0].split("\t")]
+    for line in lines[1:]:
+        if not line.strip():
+            continue
+        rows.read += 1
+        record = line.split("\t")
+        if len(record) < min_fields:
+            rows.skip(f"malformed row (fewer than {min_fields} fields)")
+            continue
+        yield header, record
+
+
+def _column(header: List[str], name: str, path: str) -> int:
+    lowered = [h.lower() for h in header]
+    if name.lower() not in lowered:
+        raise PrepareError(f"'{path}' has no '{name}' column (header: {header})")
+    return lowered.index(name.lower())
+
+
+def _score_pair(rows: Rows, s1, s2, score_text, threshold: float, what: str):
+    try:
+        score = float(score_text)
+    except ValueError:
+        rows.skip(f"no {what} score")
+        return
+    s1, s2 = _clean(s1), _clean(s2)
+    if not s1 or not s2:
+        rows.skip("empty sentence")
+        return
+    rows.labelled.append((s1, s2, POS if score > threshold else OTHER))
+
+
+def read_stsb(path: str, rows: Rows, threshold: float):
+    first = _read_lines(path)[:1]
+    if first and "sentence1" in first[0].split("\t"):  # GLUE layout, with a header
+        header = [h.strip() for h in first[0].split("\t")]
+        if "score" not in header:
+            raise PrepareError(f"'{path}' has no 'score' column (a test split?); STS-B pairs need scores")
+        i1, i2, isc = (_column(header, n, path) for n in ("sentence1", "sentence2", "score"))
+        for _, record in _tsv_records(path, rows, max(i1, i2, isc) + 1):
+            _score_pair(rows, record[i1], record[i2], record[isc], threshold, "STS")
+        return
+    # the original sts-*.csv: genre, file, year, id, score, sentence1, sentence2[, sources]
+    for line in _read_lines(path):
+        if not line.strip():
+            continue
+        rows.read += 1
+        record = line.split("\t")
+        if len(record) < 7:
+            rows.skip("malformed row (fewer than 7 fields)")
+            continue
+        _score_pair(rows, record[5], record[6], record[4], threshold, "STS")
+
+
+def read_mrpc(path: str, rows: Rows):
+    header = [h.strip() for h in _read_lines(path)[0].split("\t")]
+    il, i1, i2 = (_column(header, n, path) for n in ("Quality", "#1 String", "#2 String"))
+    for _, record in _tsv_records(path, rows, max(il, i1, i2) + 1):
+        s1, s2 = _clean(record[i1]), _clean(record[i2])
+        if not s1 or not s2:
+            rows.skip("empty sentence")
+            continue
+        label = record[il].strip()
+        if label not in ("0", "1"):
+            rows.skip(f"no label ({label!r})")
+            continue
+        rows.labelled.append((s1, s2, POS if label == "1" else NEG))
+
+
+def read_sick(path: str, rows: Rows, score_threshold: Optional[float]):
+    header = [h.strip() for h in _read_lines(path)[0].split("\t")]
+    ia, ib = _column(header, "sentence_A", path), _column(header, "sentence_B", path)
+    ij, ir = _column(header, "entailment_judgment", path), _column(header, "relatedness_score", path)
+    judgments = {"ENTAILMENT": POS, "CONTRADICTION": NEG, "NEUTRAL": OTHER}
+    for _, record in _tsv_records(path, rows, max(ia, ib, ij, ir) + 1):
+        a, b = _clean(record[ia]), _clean(record[ib])
+        if not a or not b:
+            rows.skip("empty sentence")
+            continue
+        judgment = judgments.get(record[ij].strip().upper())
+        if judgment is None:
+            rows.skip(f"unknown entailment judgment ({record[ij].strip()!r})")
+            continue
+        if score_threshold is not None:
+            try:
+                score = float(record[ir])
+            except ValueError:
+                rows.skip("no relatedness score")
+                continue
+            # SICK-R: relatedness decides the positives; the other contradictions can
+            # still serve as hard negatives
+            label = POS if score > score_threshold else (NEG if judgment == NEG else OTHER)
+        else:
+            label = judgment
+        rows.labelled.append((a, b, label))
+
+
+def read_quora(path: str, rows: Rows):
+    with open(path, encoding="utf-8", newline="") as f:
+        reader = csv.reader(f, delimiter="\t")  # the Quora release quotes fields with newlines
+        header = [h.strip() for h in next(reader, [])]
+        i1, i2, il = (_column(header, n, path) for n in ("question1", "question2", "is_duplicate"))
+        for record in reader:
+            rows.read += 1
+            if len(record) <= max(i1, i2, il):
+                rows.skip("malformed row")
+                continue
+            q1, q2, label = _clean(record[i1]), _clean(record[i2]), record[il].strip()
+            if not q1 or not q2:
+                rows.skip("empty sentence")
+                continue
+            if label not in ("0", "1"):
+                rows.skip(f"no label ({label!r})")
+                continue
+            rows.labelled.append((q1, q2, POS if label == "1" else NEG))
+
+
+def read_split(paths: Iterable[str], fmt: str, args, use_hard: Optional[bool]) -> Rows:
+    rows = Rows()
+    for path in paths:
+        if not os.path.isfile(path):
+            raise PrepareError(f"input '{path}' does not exist")
+        f = detect_format(path) if fmt == "auto" else fmt
+        logger.info("reading %s as %s", path, f)
+        if f == "simcse-csv":
+            read_simcse_csv(path, rows, use_hard)
+        elif f == "nli-jsonl":
+            read_nli_jsonl(path, rows)
+        elif f == "stsb":
+            read_stsb(path, rows, args.sts_threshold)
+        elif f == "mrpc":
+            read_mrpc(path, rows)
+        elif f == "sick":
+            read_sick(path, rows, args.sick_score_threshold)
+        elif f == "quora":
+            read_quora(path, rows)
+        else:
+            raise PrepareError(f"--format: unknown format '{f}'")
+    return rows
+
+
+def assemble(rows: Rows, hard_negatives: bool) -> List[Tuple[str, str, Optional[str]]]:
+    """Labelled pairs -> (sentence, positive[, hard negative]) rows, counting what is left out.
+
+    With hard negatives, the k-th positive partner of a sentence is matched with
+    its k-th negative partner (cycling when there are fewer), as SimCSE's NLI
+    triples pair a premise's entailment with a contradiction of the same premise.
+    """
+    out = list(rows.triples)
+    if not rows.labelled:
+        return out
+    negatives = collections.defaultdict(list)
+    if hard_negatives:
+        for s, partner, label in rows.labelled:
+            if label == NEG:
+                negatives[s].append(partner)
+    seen_positive = collections.Counter()
+    for s, partner, label in rows.labelled:
+        if label == OTHER:
+            rows.skip("not a positive pair (label/score)")
+            continue
+        if label == NEG:
+            if not hard_negatives:
+                rows.skip("negative pair (used only with --hard-negatives)")
+            continue  # with hard negatives: counted below, used or not
+        if hard_negatives:
+            options = negatives.get(s)
+            if not options:
+                rows.skip("positive pair without a hard negative for its sentence")
+                continue
+            k = seen_positive[s]
+            seen_positive[s] += 1
+            out.append((s, partner, options[k % len(options)]))
+        else:
+            out.append((s, partner, None))
+    if hard_negatives:
+        used = collections.Counter()
+        for s, count in seen_positive.items():
+            used[s] = min(count, len(negatives[s]))
+        unused = sum(len(v) - used[s] for s, v in negatives.items())
+        if unused:
+            rows.skipped["negative pair not used as a hard negative"] += unused
+    return out
+
+
+# ---- encoding and binarizing -----------------------------------------------------------
+
+def fairseq_preprocess() -> List[str]:
+    script = Path(sys.executable).parent / "fairseq-preprocess"
+    if script.is_file():
+        return [str(script)]
+    found = shutil.which("fairseq-preprocess")
+    return [found] if found else [sys.executable, "-m", "fairseq_cli.preprocess"]
+
+
+def encode(sp, sentences: List[str], chunk: int = 10000) -> List[str]:
+    """Sentencepiece pieces of each sentence, space-separated (fairseq-preprocess input)."""
+    out = []
+    for i in range(0, len(sentences), chunk):
+        out.extend(" ".join(pieces) for pieces in sp.encode(sentences[i : i + chunk], out_type=str))
+    return out
+
+
+def binarize(dict_path: str, prefixes: Dict[str, str], destdir: str, workers: int):
+    cmd = fairseq_preprocess() + [
+        "--only-source", "--srcdict", dict_path, "--destdir", destdir,
+        "--workers", str(max(1, workers)), "--dataset-impl", "mmap",
+    ]
+    for split, prefix in prefixes.items():
+        cmd += [f"--{split}pref", prefix]
+    env = dict(os.environ)
+    env.setdefault("OMP_NUM_THREADS", "1")
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    if proc.returncode != 0:
+        raise PrepareError(f"fairseq-preprocess failed for {destdir}:\n{proc.stdout[-3000:]}")
+
+
+def count_binarized(prefix: str) -> int:
+    from fairseq.data import data_utils
+
+    dataset = data_utils.load_indexed_dataset(prefix, None)
+    return len(dataset) if dataset is not None else -1
+
+
+# ---- main -------------------------------------------------------------------------------
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="clear-prepare-pairs",
+        description="Labelled sentence pairs (SimCSE NLI csv, SNLI/MultiNLI jsonl, STS-B, "
+        "MRPC, SICK, Quora) -> the binarized data of --task contrastive_pairs.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    p.add_argument("--train", nargs="+", required=True, help="training file(s), concatenated")
+    p.add_argument("--valid", nargs="+", default=[], help="validation file(s)")
+    p.add_argument("--test", nargs="+", default=[], help="test file(s)")
+    p.add_argument("--format", choices=FORMATS, default="auto", help="input format")
+    p.add_argument(
+        "--data", required=True,
+        help="pre-training data directory whose sentencepiece.model and dict.txt the "
+        "pairs are encoded with (the model's dictionary)",
+    )
+    p.add_argument("--sentencepiece-model", default="", help="default: DATA/sentencepiece.model")
+    p.add_argument("--dict", default="", help="default: DATA/dict.txt")
+    p.add_argument("--out", required=True, help="output data directory")
+    p.add_argument(
+        "--sts-threshold", type=float, default=4.0,
+        help="stsb: pairs scoring above this are positives (CLSR: 4; GLUE STS-B train has 1,052 such pairs)",
+    )
+    p.add_argument(
+        "--sick-score-threshold", type=float, default=None,
+        help="sick: use relatedness > this (SICK-R, 1-5) for positives instead of ENTAILMENT",
+    )
+    hard = p.add_mutually_exclusive_group()
+    hard.add_argument(
+        "--hard-negatives", dest="hard_negatives", action="store_true", default=None,
+        help="add a hard-negative column (default for simcse-csv with hard_neg and nli-jsonl)",
+    )
+    hard.add_argument("--no-hard-negatives", dest="hard_negatives", action="store_false")
+    p.add_argument("--workers", type=int, default=1, help="fairseq-preprocess workers")
+    return p
+
+
+def prepare(args) -> Dict:
+    import sentencepiece as spm
+
+    spm_path = args.sentencepiece_model or os.path.join(args.data, "sentencepiece.model")
+    dict_path = args.dict or os.path.join(args.data, "dict.txt")
+    for path, option in ((spm_path, "--sentencepiece-model"), (dict_path, "--dict")):
+        if not os.path.isfile(path):
+            raise PrepareError(f"{option}: '{path}' does not exist (is --data a binarized data directory?)")
+    for path in args.train + args.valid + args.test:
+        if not os.path.isfile(path):
+            raise PrepareError(f"input '{path}' does not exist")
+    splits = {"train": args.train, "valid": args.valid, "test": args.test}
+    read = {split: read_split(paths, args.format, args, args.hard_negatives)
+            for split, paths in splits.items() if paths}
+    hard = args.hard_negatives
+    if hard is None:  # SimCSE's data: use the hard negatives it has
+        formats = {detect_format(p) if args.format == "auto" else args.format for p in args.train}
+        hard = "nli-jsonl" in formats or (
+            "simcse-csv" in formats and read["train"].has_hard_negative_column
+        )
+    assembled, report = {}, {}
+    for split, rows in read.items():
+        triples = assemble(rows, hard)
+        if hard and any(t[2] is None for t in triples):
+            raise PrepareError(
+                f"{split}: rows of {splits[split]} have no hard negative; pass --no-hard-negatives"
+            )
+        assembled[split] = triples
+        report[split] = {
+            "files": [os.path.abspath(p) for p in splits[split]],
+            "rows_read": rows.read,
+            "pairs_written": len(triples),
+            "skipped": dict(sorted(rows.skipped.items())),
+        }
+    if not assembled["train"]:
+        raise PrepareError(
+            f"no training pairs in {args.train}: skipped {report['train']['skipped']}"
+        )
+    columns = list(COLUMNS if hard else COLUMNS[:2])
+
+    os.makedirs(args.out, exist_ok=True)
+    raw_dir = os.path.join(args.out, "raw")
+    os.makedirs(raw_dir, exist_ok=True)
+    sp = spm.SentencePieceProcessor(model_file=spm_path)
+    prefixes = {c: {} for c in columns}
+    for split, triples in assembled.items():
+        encoded = [encode(sp, [row[k] for row in triples]) for k in range(len(columns))]
+        # a row whose sentence normalises to nothing (e.g. only zero-width characters)
+        # would become an empty line and shift the columns against each other
+        keep = [all(col[i] for col in encoded) for i in range(len(triples))]
+        dropped = keep.count(False)
+        if dropped:
+            report[split]["skipped"]["empty after sentencepiece normalisation"] = dropped
+            report[split]["pairs_written"] -= dropped
+            triples = assembled[split] = [t for t, k in zip(triples, keep) if k]
+        if not triples:
+            raise PrepareError(f"{split}: no pairs left from {splits[split]}: {report[split]['skipped']}")
+        for k, column in enumerate(columns):
+            raw = os.path.join(raw_dir, f"{split}.{column}")
+            with open(raw, "w", encoding="utf-8") as f:
+                f.writelines(row[k] + "\n" for row in triples)
+            with open(raw + ".spm", "w", encoding="utf-8") as f:
+                f.writelines(line + "\n" for line, k2 in zip(encoded[k], keep) if k2)
+            prefixes[column][split] = raw + ".spm"
+    for column in columns:
+        dest = os.path.join(args.out, column)
+        binarize(dict_path, prefixes[column], dest, args.workers)
+        for split, triples in assembled.items():
+            n = count_binarized(os.path.join(dest, split))
+            if n != len(triples):
+                raise PrepareError(
+                    f"{dest}/{split}: fairseq-preprocess wrote {n} lines for {len(triples)} rows"
+                )
+    shutil.copyfile(dict_path, os.path.join(args.out, "dict.txt"))
+    shutil.copyfile(spm_path, os.path.join(args.out, "sentencepiece.model"))
+    summary = {
+        "format": args.format,
+        "columns": columns,
+        "hard_negatives": hard,
+        "sts_threshold": args.sts_threshold,
+        "sick_score_threshold": args.sick_score_threshold,
+        "sentencepiece_model": os.path.abspath(spm_path),
+        "dict": os.path.abspath(dict_path),
+        "splits": report,
+    }
+    with open(os.path.join(args.out, "pairs.json"), "w", encoding="utf-8") as f:
+        json.dump(summary, f, indent=2)
+        f.write("\n")
+    return summary
+
+
+def print_report(summary: Dict, out: str):
+    print(f"wrote {out}: columns {', '.join(summary['columns'])}")
+    for split, r in summary["splits"].items():
+        skipped = sum(r["skipped"].values())
+        print(f"  {split}: {r['rows_read']} rows read, {r['pairs_written']} rows written, "
+              f"{skipped} skipped")
+        for reason, n in r["skipped"].items():
+            print(f"    skipped {n}: {reason}")
+
+
+def main(argv=None):
+    logging.basicConfig(format="%(asctime)s | %(levelname)s | %(name)s | %(message)s",
+                        level=logging.INFO, stream=sys.stderr)
+    args = build_parser().parse_args(argv)
+    try:
+        summary = prepare(args)
+    except PrepareError as e:
+        print(f"clear-prepare-pairs: error: {e}", file=sys.stderr)
+        return 2
+    print_report(summary, args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

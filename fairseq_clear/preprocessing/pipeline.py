@@ -1,0 +1,603 @@
+"""``clear-prepare RAW... OUT_DIR``: raw text → fairseq data directory for ``--task clear``.
+
+Steps (each skipped when its done-marker matches, see :class:`common.StepMarkers`):
+
+1. ``punkt``       sentence splitter: nltk's pretrained Punkt, or one trained on the corpus
+2. ``sentences-*`` raw files → one sentence per line, blank line between documents
+3. ``carve``       valid/test documents taken out of the training sentences (if not given)
+4. ``spm``         sentencepiece trained on a sample of the training sentences
+5. ``encode-*``    sentences → pieces, in parallel worker processes (streaming)
+6. ``dict``        dict.txt from the sentencepiece vocabulary and training frequencies
+7. ``binarize``    fairseq-preprocess --only-source --srcdict → OUT_DIR/data-bin, checked
+
+Intermediate files live in OUT_DIR/work; the summary in OUT_DIR/summary.json.
+See preprocess/README.md.
+"""
+
+import argparse
+import json
+import logging
+import os
+import shutil
+import sys
+import time
+from typing import Dict, List, Optional, Sequence
+
+from . import binarize as binarize_mod
+from . import encode as encode_mod
+from . import text as text_mod
+from .common import (
+    LineReport,
+    PrepareError,
+    StepMarkers,
+    check_input_files,
+    check_output_dir,
+    file_identity,
+    fingerprint,
+    remove_stale_tmp,
+    write_json,
+)
+
+logger = logging.getLogger("fairseq_clear.prepare")
+
+SPLITS = ("train", "valid", "test")
+#: options that do not change what the pipeline writes
+RUN_ONLY_OPTIONS = ("workers", "progress", "remove_intermediate", "force")
+
+DEFAULTS = dict(
+    valid=None,
+    test=None,
+    valid_size=0.01,
+    test_size=0.01,
+    seed=1,
+    input_format="auto",
+    documents="blank-lines",
+    wikitext_headings="drop",
+    wikitext_markers="join",
+    unk_token=None,
+    invalid_utf8="replace",
+    punkt="auto",
+    punkt_language="english",
+    punkt_sample_chars=3_000_000,
+    vocab_size=32000,
+    model_type="unigram",
+    spm_sample_size=1_000_000,
+    character_coverage=0.9999,
+    tokens_per_sample=512,
+    long_sentences="split",
+    workers=None,
+    progress=True,
+    remove_intermediate=False,
+    force=False,
+)
+
+
+def add_args(parser: argparse.ArgumentParser):
+    parser.add_argument("paths", nargs="+", metavar="PATH",
+                        help="raw text files or directories (all files below, sorted) of the "
+                        "training corpus, then the output directory")
+    g = parser.add_argument_group("splits")
+    g.add_argument("--valid", action="append", metavar="FILE",
+                   help="raw text of the validation split (repeatable); default: carve "
+                   "--valid-size documents out of the training inputs")
+    g.add_argument("--test", action="append", metavar="FILE",
+                   help="raw text of the test split (repeatable); default: carve "
+                   "--test-size documents out of the training inputs")
+    g.add_argument("--valid-size", type=float, default=DEFAULTS["valid_size"],
+                   help="documents carved out for validation when --valid is not given: a "
+                   "fraction (< 1) or a number of documents; 0 = no valid split "
+                   "(default: %(default)s)")
+    g.add_argument("--test-size", type=float, default=DEFAULTS["test_size"],
+                   help="documents carved out for test when --test is not given: a fraction "
+                   "(< 1) or a number of documents; 0 = no test split (default: %(default)s)")
+    g.add_argument("--seed", type=int, default=DEFAULTS["seed"],
+                   help="seed of the carving and of the sentencepiece sample (default: %(default)s)")
+
+    g = parser.add_argument_group("input format")
+    g.add_argument("--input-format", choices=text_mod.INPUT_FORMATS, default=DEFAULTS["input_format"],
+                   help="text: one paragraph per line, split into sentences with Punkt; lines: "
+                   "one sentence per line, not split; wikitext: WikiText .tokens/.raw (' = Title = ' "
+                   "starts a document); auto: wikitext for *.tokens/*.raw files or files starting "
+                   "with ' = Title = ', else text (default: %(default)s)")
+    g.add_argument("--documents", choices=text_mod.DOCUMENT_MODES, default=DEFAULTS["documents"],
+                   help="how documents are delimited in text/lines input: blank-lines (a blank "
+                   "line ends a document), files (one document per file), lines (every line is "
+                   "its own document, e.g. unrelated sentences). Every file ends a document "
+                   "(default: %(default)s)")
+    g.add_argument("--wikitext-headings", choices=("drop", "keep"), default=DEFAULTS["wikitext_headings"],
+                   help="WikiText ' = = Section = = ' lines: drop them (counted) or keep their "
+                   "text as a sentence (default: %(default)s)")
+    g.add_argument("--wikitext-markers", choices=("join", "keep"), default=DEFAULTS["wikitext_markers"],
+                   help="WikiText ' @-@ ', ' @,@ ', ' @.@ ': join them ('role-playing', '1,000', "
+                   "'3.5') or keep them as they are (default: %(default)s)")
+    g.add_argument("--unk-token", default=DEFAULTS["unk_token"], metavar="STR",
+                   help="a literal string in the text that stands for an unknown word, encoded as "
+                   "the dictionary's <unk> and kept out of sentencepiece training; '' to treat it "
+                   "as text (default: '<unk>' if any input is WikiText, else '')")
+    g.add_argument("--invalid-utf8", choices=("replace", "drop"), default=DEFAULTS["invalid_utf8"],
+                   help="lines with invalid UTF-8: replace the bad bytes with U+FFFD, or drop the "
+                   "line; either way counted (default: %(default)s)")
+
+    g = parser.add_argument_group("sentence splitting")
+    g.add_argument("--punkt", choices=("auto", "pretrained", "train"), default=DEFAULTS["punkt"],
+                   help="Punkt model: nltk's pretrained one (punkt_tab, needs nltk.download), one "
+                   "trained unsupervised on the corpus, or auto = pretrained if installed, else "
+                   "train (default: %(default)s)")
+    g.add_argument("--punkt-language", default=DEFAULTS["punkt_language"],
+                   help="language of the pretrained Punkt model (default: %(default)s)")
+    g.add_argument("--punkt-sample-chars", type=int, default=DEFAULTS["punkt_sample_chars"],
+                   help="characters of the training inputs to train Punkt on (default: %(default)s)")
+
+    g = parser.add_argument_group("sentencepiece")
+    g.add_argument("--vocab-size", type=int, default=DEFAULTS["vocab_size"],
+                   help="sentencepiece vocabulary size (32000 for real runs; small corpora get "
+                   "a smaller one rather than an error) (default: %(default)s)")
+    g.add_argument("--model-type", choices=encode_mod.MODEL_TYPES, default=DEFAULTS["model_type"],
+                   help="sentencepiece model type (default: %(default)s)")
+    g.add_argument("--spm-sample-size", type=int, default=DEFAULTS["spm_sample_size"],
+                   help="training sentences sampled (uniformly, one pass) to train sentencepiece "
+                   "on (default: %(default)s)")
+    g.add_argument("--character-coverage", type=float, default=DEFAULTS["character_coverage"],
+                   help="sentencepiece character coverage; rarer characters become <unk> "
+                   "(default: %(default)s)")
+    g.add_argument("--tokens-per-sample", type=int, default=DEFAULTS["tokens_per_sample"],
+                   help="as in fairseq-train: sentences with more than this minus 2 pieces "
+                   "(room for <s> and </s>) are split or truncated, see --long-sentences "
+                   "(default: %(default)s)")
+    g.add_argument("--long-sentences", choices=encode_mod.LONG_SENTENCE_MODES,
+                   default=DEFAULTS["long_sentences"],
+                   help="sentences longer than --tokens-per-sample: split them into several "
+                   "lines (at word starts) or truncate them; counted (default: %(default)s)")
+
+    g = parser.add_argument_group("running")
+    g.add_argument("--workers", type=int, default=DEFAULTS["workers"],
+                   help="worker processes for splitting, encoding and fairseq-preprocess "
+                   "(default: the number of CPUs)")
+    g.add_argument("--no-progress", dest="progress", action="store_false",
+                   help="no progress bars")
+    g.add_argument("--remove-intermediate", action="store_true",
+                   help="delete the large intermediate files in OUT_DIR/work after success "
+                   "(a later run with other options then starts from the raw text)")
+    g.add_argument("--force", action="store_true",
+                   help="ignore the done-markers and run every step again")
+    return parser
+
+
+def _validate(opts: Dict):
+    if opts["vocab_size"] < 8:
+        raise PrepareError(f"--vocab-size must be >= 8, got {opts['vocab_size']}")
+    if opts["tokens_per_sample"] < 3:
+        raise PrepareError(f"--tokens-per-sample must be >= 3, got {opts['tokens_per_sample']}")
+    if opts["spm_sample_size"] < 1:
+        raise PrepareError(f"--spm-sample-size must be >= 1, got {opts['spm_sample_size']}")
+    if not 0 < opts["character_coverage"] <= 1:
+        raise PrepareError(f"--character-coverage must be in (0, 1], got {opts['character_coverage']}")
+    for name in ("valid_size", "test_size"):
+        v = opts[name]
+        if v < 0 or (v >= 1 and v != int(v)):
+            raise PrepareError(
+                f"--{name.replace('_', '-')} must be a fraction in [0, 1) or a whole number of "
+                f"documents, got {v}"
+            )
+    if opts["workers"] is not None and opts["workers"] < 1:
+        raise PrepareError(f"--workers must be >= 1, got {opts['workers']}")
+    if opts["punkt_sample_chars"] < 1000:
+        raise PrepareError(f"--punkt-sample-chars must be >= 1000, got {opts['punkt_sample_chars']}")
+
+
+class Pipeline:
+    def __init__(self, inputs: Sequence[str], out_dir: str, **options):
+        unknown = set(options) - set(DEFAULTS)
+        if unknown:
+            raise TypeError(f"unknown options: {', '.join(sorted(unknown))}")
+        self.opts = dict(DEFAULTS, **options)
+        _validate(self.opts)
+        self.out_dir = os.path.abspath(out_dir)
+        # inputs first, then the output directory: both fail at once, naming the path
+        self.files = {"train": check_input_files(list(inputs), "RAW", self.out_dir)}
+        for split in ("valid", "test"):
+            if self.opts[split]:
+                self.files[split] = check_input_files(list(self.opts[split]), f"--{split}",
+                                                      self.out_dir)
+        check_output_dir(self.out_dir)
+        self.work = os.path.join(self.out_dir, "work")
+        os.makedirs(self.work, exist_ok=True)
+        remove_stale_tmp(self.work)
+        remove_stale_tmp(self.out_dir)
+        self.markers = StepMarkers(os.path.join(self.work, "steps"))
+        self.workers = self.opts["workers"] or os.cpu_count() or 1
+        self.data_bin = os.path.join(self.out_dir, "data-bin")
+
+        formats = {}
+        for files in self.files.values():
+            for f in files:
+                formats[f] = (text_mod.detect_format(f) if self.opts["input_format"] == "auto"
+                              else self.opts["input_format"])
+        self.formats = formats
+        if self.opts["unk_token"] is None:
+            self.opts["unk_token"] = "<unk>" if "wikitext" in formats.values() else ""
+        self.steps: Dict[str, Dict] = {}
+        self.warnings: List[str] = []
+
+    # ---- helpers -----------------------------------------------------------------
+    def path(self, name):
+        return os.path.join(self.work, name)
+
+    def run_fingerprint(self) -> str:
+        """Inputs and every option that changes the output (not --workers, progress, ...)."""
+        options = {k: v for k, v in self.opts.items() if k not in RUN_ONLY_OPTIONS}
+        return fingerprint("run", {s: self.ids(s) for s in self.files}, self.formats, options)
+
+    def finished_earlier(self) -> Optional[Dict]:
+        """The summary of an earlier complete run with the same inputs and options, if any.
+
+        This lets a run after --remove-intermediate return at once, although the
+        intermediate files that the step markers list are gone."""
+        marker = self.markers.load("binarize")
+        path = os.path.join(self.out_dir, "summary.json")
+        if (self.opts["force"] or not marker or marker.get("run_fingerprint") != self.run_fingerprint()
+                or not self.markers.done("binarize", marker["fingerprint"]) or not os.path.isfile(path)):
+            return None
+        with open(path, encoding="utf-8") as f:
+            summary = json.load(f)
+        summary["steps"] = {n: {"status": "skipped (done earlier)", "seconds": st["seconds"]}
+                            for n, st in summary["steps"].items()}
+        summary["seconds"] = 0.0
+        return summary
+
+    def run_step(self, name: str, fp: str, fn, outputs: Sequence[str], **extra) -> Dict:
+        if not self.opts["force"]:
+            marker = self.markers.done(name, fp)
+            if marker is not None:
+                logger.info("step %s: done earlier, skipped", name)
+                self.steps[name] = {"status": "skipped (done earlier)", "seconds": marker["seconds"]}
+                return marker["stats"]
+        self.markers.clear(name)
+        logger.info("step %s: running", name)
+        start = time.time()
+        stats = fn()
+        seconds = time.time() - start
+        self.markers.mark(name, fp, outputs, stats, seconds, **extra)
+        self.steps[name] = {"status": "ran", "seconds": round(seconds, 2)}
+        return stats
+
+    def ids(self, split):
+        return [file_identity(f) for f in self.files[split]]
+
+    # ---- the pipeline ------------------------------------------------------------
+    def run(self) -> Dict:
+        o = self.opts
+        start = time.time()
+        earlier = self.finished_earlier()
+        if earlier is not None:
+            logger.info("all steps done earlier with these inputs and options: nothing to do")
+            return earlier
+        text_options = {
+            "formats": self.formats, "documents": o["documents"],
+            "wikitext_headings": o["wikitext_headings"], "wikitext_markers": o["wikitext_markers"],
+            "invalid_utf8": o["invalid_utf8"],
+        }
+        text_fp_options = {k: v for k, v in text_options.items() if k != "formats"}
+
+        # 1. sentence splitter
+        needs_punkt = any(fmt != "lines" for fmt in self.formats.values())
+        train_formats = [self.formats[f] for f in self.files["train"]]
+        pretrained = o["punkt"] != "train" and text_mod.pretrained_punkt_installed(o["punkt_language"])
+        punkt_fp = fingerprint("punkt", self.ids("train"), train_formats, o["punkt"], pretrained,
+                               o["punkt_language"], o["punkt_sample_chars"], o["wikitext_markers"])
+        punkt_stats, punkt_params = None, None
+        if needs_punkt:
+            punkt_path = self.path("punkt.json")
+            punkt_stats = self.run_step("punkt", punkt_fp, lambda: self._punkt(punkt_path, train_formats),
+                                        [punkt_path])
+            with open(punkt_path, encoding="utf-8") as f:
+                punkt_params = json.load(f)
+        else:
+            punkt_fp = "none"
+
+        # 2. sentences per group of inputs
+        sent_stats, sent_fp, sent_path = {}, {}, {}
+        for split in self.files:
+            out = self.path(f"{split}.inputs.sent")
+            fp = fingerprint("sentences", split, self.ids(split),
+                             [self.formats[f] for f in self.files[split]], text_fp_options, punkt_fp)
+            sent_stats[split] = self.run_step(
+                f"sentences-{split}", fp,
+                lambda split=split, out=out: text_mod.split_files(
+                    self.files[split], out, text_options, punkt_params, self.workers,
+                    o["progress"], desc=f"sentences ({split})"),
+                [out])
+            sent_fp[split], sent_path[split] = fp, out
+            if sent_stats[split]["sentences"] == 0:
+                raise PrepareError(
+                    f"no sentences in the {split} inputs ({', '.join(self.files[split])}); see "
+                    f"{self.markers.path('sentences-' + split)} for what was dropped"
+                )
+
+        # 3. carve valid/test out of train
+        carve_sizes = {s: o[f"{s}_size"] for s in ("valid", "test") if s not in self.files}
+        carve_sizes = {s: v for s, v in carve_sizes.items() if v > 0}
+        split_source = {s: (sent_path[s], sent_fp[s]) for s in self.files}
+        carve_stats = None
+        if carve_sizes:
+            outs = {s: self.path(f"{s}.sent") for s in ["train"] + list(carve_sizes)}
+            fp = fingerprint("carve", sent_fp["train"], carve_sizes, o["seed"])
+            carve_stats = self.run_step(
+                "carve", fp,
+                lambda: text_mod.carve_splits(sent_path["train"], sent_stats["train"]["documents"],
+                                              carve_sizes, o["seed"], outs),
+                list(outs.values()))
+            for s, p in outs.items():
+                split_source[s] = (p, fp)
+        splits = [s for s in SPLITS if s in split_source]
+        if "valid" not in splits:
+            self.warnings.append("no valid split (--valid-size 0 and no --valid): train with "
+                                 "--disable-validation")
+
+        # 4. sentencepiece
+        model_path = self.path("sentencepiece.model")
+        spm_fp = fingerprint("spm", split_source["train"][1], o["vocab_size"], o["model_type"],
+                             o["spm_sample_size"], o["seed"], o["character_coverage"], o["unk_token"])
+        spm_stats = self.run_step(
+            "spm", spm_fp,
+            lambda: encode_mod.train_sentencepiece(
+                split_source["train"][0], model_path, o["vocab_size"], o["model_type"],
+                o["spm_sample_size"], o["seed"], o["character_coverage"], o["unk_token"],
+                self.workers, self.work),
+            [model_path])
+
+        # 5. encode
+        max_body = o["tokens_per_sample"] - 2
+        enc_stats, enc_fp, enc_path = {}, {}, {}
+        counts_path = self.path("train.counts.npy")
+        for split in splits:
+            out = self.path(f"{split}.spm")
+            fp = fingerprint("encode", split, split_source[split][1], spm_fp, max_body,
+                             o["long_sentences"], o["unk_token"])
+            outputs = [out] + ([counts_path] if split == "train" else [])
+            enc_stats[split] = self.run_step(
+                f"encode-{split}", fp,
+                lambda split=split, out=out: self._encode(split, split_source[split][0], out,
+                                                          model_path, max_body, counts_path),
+                outputs)
+            enc_fp[split], enc_path[split] = fp, out
+
+        # 6. dict.txt
+        dict_path = self.path("dict.txt")
+        dict_fp = fingerprint("dict", enc_fp["train"])
+        dict_stats = self.run_step("dict", dict_fp, lambda: self._dict(model_path, counts_path, dict_path),
+                                   [dict_path])
+
+        # 7. binarize
+        bin_fp = fingerprint("binarize", dict_fp, [enc_fp[s] for s in splits])
+        bin_outputs = [os.path.join(self.data_bin, n) for n in
+                       ["dict.txt", "sentencepiece.model"] + [f"{s}.{e}" for s in splits for e in ("bin", "idx")]]
+        bin_stats = self.run_step(
+            "binarize", bin_fp,
+            lambda: self._binarize(dict_path, model_path, enc_path, enc_stats, splits),
+            bin_outputs, run_fingerprint=self.run_fingerprint())
+
+        if o["remove_intermediate"]:
+            self._remove_intermediate()
+
+        summary = self._summary(punkt_stats, sent_stats, carve_stats, spm_stats, enc_stats,
+                                dict_stats, bin_stats, splits, time.time() - start)
+        write_json(os.path.join(self.out_dir, "summary.json"), summary)
+        return summary
+
+    # ---- steps -------------------------------------------------------------------
+    def _punkt(self, punkt_path, train_formats):
+        o = self.opts
+        params, stats = None, {}
+        if o["punkt"] in ("auto", "pretrained"):
+            params = text_mod.pretrained_punkt(o["punkt_language"])
+            if params is None and o["punkt"] == "pretrained":
+                raise PrepareError(
+                    f"--punkt pretrained: nltk's punkt_tab model for '{o['punkt_language']}' is not "
+                    "installed (python -m nltk.downloader punkt_tab, online); use --punkt train"
+                )
+            if params is not None:
+                stats = {"model": f"pretrained punkt_tab ({o['punkt_language']})"}
+        if params is None:
+            files = self.files["train"]
+            params, used = text_mod.train_punkt(files, train_formats, o["punkt_sample_chars"],
+                                                {"wikitext_markers": o["wikitext_markers"]},
+                                                o["progress"])
+            stats = {"model": "trained unsupervised on the corpus (nltk PunktTrainer)",
+                     "training_chars": used,
+                     "note": "nltk's pretrained punkt_tab was not installed"
+                     if o["punkt"] == "auto" else "--punkt train"}
+        stats.update(abbreviations=len(params["abbrev_types"]),
+                     collocations=len(params["collocations"]),
+                     sentence_starters=len(params["sent_starters"]))
+        write_json(punkt_path, params)
+        return stats
+
+    def _encode(self, split, sent_path, out, model_path, max_body, counts_path):
+        import numpy as np
+
+        stats, counts = encode_mod.encode_file(
+            sent_path, out, model_path, max_body, self.opts["long_sentences"],
+            self.opts["unk_token"], self.workers, self.opts["progress"], desc=f"encode ({split})")
+        if split == "train":
+            tmp = counts_path + ".tmp.npy"
+            np.save(tmp, counts)
+            os.replace(tmp, counts_path)
+        return stats
+
+    def _dict(self, model_path, counts_path, dict_path):
+        import numpy as np
+
+        return encode_mod.write_dict(model_path, np.load(counts_path), dict_path)
+
+    def _binarize(self, dict_path, model_path, enc_path, enc_stats, splits):
+        tmp = os.path.join(self.out_dir, f".data-bin.tmp-{os.getpid()}")
+        shutil.rmtree(tmp, ignore_errors=True)
+        os.makedirs(tmp)
+        expected = sum(enc_stats[s]["tokens"] + enc_stats[s]["lines"] for s in splits)
+        log_path = self.path("fairseq-preprocess.log")
+        binarize_mod.run_fairseq_preprocess(
+            dict_path, {s: enc_path[s] for s in splits}, tmp, self.workers, expected,
+            self.opts["progress"], log_path)
+        shutil.copyfile(model_path, os.path.join(tmp, "sentencepiece.model"))
+        with open(dict_path, encoding="utf-8") as a, open(os.path.join(tmp, "dict.txt"), encoding="utf-8") as b:
+            if a.read() != b.read():
+                raise PrepareError(f"fairseq-preprocess rewrote dict.txt differently from '{dict_path}'")
+        checks = {}
+        for s in splits:
+            st = enc_stats[s]
+            checks[s] = binarize_mod.check_binarized(tmp, s, st["lines"], st["tokens"], st["unk"])
+        if os.path.exists(self.data_bin):
+            old = os.path.join(self.out_dir, f".data-bin.old.tmp-{os.getpid()}")
+            os.replace(self.data_bin, old)
+            shutil.rmtree(old, ignore_errors=True)
+        os.replace(tmp, self.data_bin)
+        return {"checked": checks, "fairseq_preprocess_log": log_path}
+
+    def _remove_intermediate(self):
+        for name in os.listdir(self.work):
+            if name.endswith((".sent", ".spm")) or name == "spm_sample.txt":
+                os.unlink(self.path(name))
+        logger.info("removed intermediate text files from %s", self.work)
+
+    # ---- summary -----------------------------------------------------------------
+    def _summary(self, punkt_stats, sent_stats, carve_stats, spm_stats, enc_stats, dict_stats,
+                 bin_stats, splits, seconds):
+        total = LineReport()
+        per_split_lines = {}
+        for split in splits:
+            rep = LineReport()
+            if split in sent_stats:
+                rep = LineReport(sent_stats[split]["lines"])
+            e = enc_stats[split]
+            rep.add("dropped", "empty_after_encoding", e["empty_after_encoding"])
+            rep.add("altered", "long_sentence_split", e["long_sentences_split"])
+            rep.add("altered", "long_sentence_truncated", e["long_sentences_truncated"])
+            rep.add("altered", "very_long_word_cut_for_encoding", e["very_long_words_cut"])
+            per_split_lines[split] = rep
+        for split in sent_stats:
+            total.update(LineReport(sent_stats[split]["lines"]))
+        for split in splits:
+            e = enc_stats[split]
+            total.add("dropped", "empty_after_encoding", e["empty_after_encoding"])
+            total.add("altered", "long_sentence_split", e["long_sentences_split"])
+            total.add("altered", "long_sentence_truncated", e["long_sentences_truncated"])
+            total.add("altered", "very_long_word_cut_for_encoding", e["very_long_words_cut"])
+
+        split_summary = {}
+        for split in splits:
+            e = enc_stats[split]
+            source = (f"inputs: {', '.join(self.files[split])}" if split in self.files
+                      else f"carved from the training inputs (--{split}-size "
+                      f"{self.opts[split + '_size']}, --seed {self.opts['seed']})")
+            split_summary[split] = {
+                "source": source,
+                "documents": e["documents"],
+                "sentences": e["sentences"],
+                "tokens": e["tokens"],
+                "unk_tokens": e["unk"],
+                "unk_rate": round(e["unk"] / e["tokens"], 6) if e["tokens"] else 0.0,
+                "unk_from_unk_token": e["unk_markers"],
+                "long_sentences_split": e["long_sentences_split"],
+                "extra_lines_from_splitting": e["extra_lines_from_splitting"],
+                "long_sentences_truncated": e["long_sentences_truncated"],
+                "tokens_truncated": e["tokens_truncated"],
+                "lines": per_split_lines[split].to_dict(),
+            }
+            if split in sent_stats:
+                split_summary[split]["input_lines"] = {
+                    k: sent_stats[split]["input"][k] for k in ("files", "bytes", "lines", "blank_lines")}
+        inputs = {s: sent_stats[s]["input"] for s in sent_stats}
+        for s, st in inputs.items():
+            for f in st["empty_files"]:
+                self.warnings.append(f"{s} input '{f}' is empty")
+            for f in st["blank_only_files"]:
+                self.warnings.append(f"{s} input '{f}' holds only blank lines")
+        return {
+            "out_dir": self.out_dir,
+            "data_bin": self.data_bin,
+            "train_with": f"fairseq-train {self.data_bin} --user-dir fairseq_clear --task clear "
+                          f"--criterion clear --tokens-per-sample {self.opts['tokens_per_sample']} ...",
+            "splits": split_summary,
+            "lines": total.to_dict(),
+            "documents_without_sentences": {s: sent_stats[s]["documents_without_sentences"]
+                                            for s in sent_stats},
+            "inputs": inputs,
+            "sentence_splitter": punkt_stats or {"model": "none (--input-format lines)"},
+            "sentencepiece": spm_stats,
+            "dictionary": dict_stats,
+            "binarized": bin_stats["checked"],
+            "options": {k: v for k, v in self.opts.items() if k not in ("valid", "test")},
+            "workers": self.workers,
+            "steps": self.steps,
+            "seconds": round(seconds, 2),
+            "warnings": self.warnings,
+        }
+
+
+def prepare(inputs: Sequence[str], out_dir: str, **options) -> Dict:
+    """Run the pipeline (options as the CLI's, with underscores); returns the summary dict."""
+    return Pipeline(inputs, out_dir, **options).run()
+
+
+def format_summary(s: Dict) -> str:
+    lines = [f"data: {s['data_bin']}", ""]
+    head = f"{'split':<6} {'documents':>10} {'sentences':>11} {'tokens':>13} {'<unk> rate':>10}"
+    lines += [head, "-" * len(head)]
+    for split, st in s["splits"].items():
+        lines.append(f"{split:<6} {st['documents']:>10,} {st['sentences']:>11,} {st['tokens']:>13,} "
+                     f"{100 * st['unk_rate']:>9.3f}%")
+    lines.append("")
+    for kind in ("dropped", "altered", "normalized"):
+        reasons = s["lines"][kind]
+        if reasons:
+            lines.append(f"lines {kind}: " + ", ".join(f"{r} {n:,}" for r, n in reasons.items()))
+        else:
+            lines.append(f"lines {kind}: none")
+    sp = s["sentencepiece"]
+    lines.append(f"sentence splitter: {s['sentence_splitter']['model']}")
+    lines.append(f"sentencepiece: {sp['model_type']}, {sp['vocab_size']:,} pieces "
+                 f"(asked {sp['vocab_size_requested']:,}), trained on {sp['sample_sentences']:,} sentences")
+    lines.append(f"dictionary: {s['dictionary']['fairseq_dictionary_size']:,} symbols "
+                 f"(fairseq id = sentencepiece id + 1)")
+    ran = [n for n, st in s["steps"].items() if st["status"] == "ran"]
+    skipped = [n for n, st in s["steps"].items() if st["status"] != "ran"]
+    lines.append(f"steps run: {', '.join(ran) or 'none'}; skipped (done earlier): "
+                 f"{', '.join(skipped) or 'none'}; {s['seconds']:.1f} s")
+    for w in s["warnings"]:
+        lines.append(f"WARNING: {w}")
+    lines.append(f"summary: {os.path.join(s['out_dir'], 'summary.json')}")
+    return "\n".join(lines)
+
+
+def main(argv: Optional[Sequence[str]] = None):
+    parser = argparse.ArgumentParser(
+        prog="clear-prepare",
+        usage="%(prog)s RAW... OUT_DIR [options]",
+        description="Raw text → sentences → sentencepiece → fairseq-preprocess: a data directory "
+        "for fairseq-train --user-dir fairseq_clear --task clear. Resumable: re-running skips "
+        "the steps whose outputs are complete. See preprocess/README.md.",
+    )
+    add_args(parser)
+    args = parser.parse_args(argv)
+    if len(args.paths) < 2:
+        parser.error("need at least one RAW input and the OUT_DIR")
+    *inputs, out_dir = args.paths
+    options = {k: v for k, v in vars(args).items() if k != "paths"}
+    logging.basicConfig(
+        format="%(asctime)s | %(levelname)s | %(name)s | %(message)s",
+        datefmt="%Y-%m-%d %H:%M:%S",
+        level=logging.INFO,
+        stream=sys.stderr,
+        force=True,
+    )
+    try:
+        summary = prepare(inputs, out_dir, **options)
+    except PrepareError as e:
+        print(f"clear-prepare: error: {e}", file=sys.stderr)
+        sys.exit(2)
+    print(format_summary(summary))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,299 @@
+"""``clear-synonyms``: synonym tables for the ``subs`` augmentation, and their coverage.
+
+The one format the task reads (``--synonym-table``): a JSON object
+``{"word": ["synonym", ...]}``. Two sources:
+
+* ``clear-synonyms counterfitted IN.json OUT.json``: the counter-fitted
+  word-vector neighbours of Jia et al. (2019), the list the CLEAR paper used;
+* ``clear-synonyms wordnet OUT.json``: WordNet through nltk: the lemma names of
+  the synsets a word is a lemma of (lower-case lemmas only, unless
+  ``--keep-capitalized``).
+
+Both drop words without a synonym, multiword entries (a space or ``_``) and the
+word itself among its synonyms, and count what they drop.
+
+``clear-synonyms coverage TABLE --data DATA_BIN`` reports the share of words of
+a binarized split that have at least one synonym, measured with the same
+:func:`fairseq_clear.synonyms.build_synonym_index` the task builds, so it is
+exactly the share of words ``subs`` can change (the paper: about 40%).
+"""
+
+import argparse
+import collections
+import json
+import logging
+import os
+import sys
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+
+from .common import PrepareError, atomic_write, check_output_dir
+
+logger = logging.getLogger(__name__)
+
+WORDNET_POS = {"n": "noun", "v": "verb", "a": "adjective (with satellites)", "r": "adverb"}
+
+
+def _multiword(w: str) -> bool:
+    return (" " in w) or ("_" in w) or not w
+
+
+def clean_table(raw: Dict[str, Iterable[str]]) -> Tuple[Dict[str, List[str]], Dict[str, int]]:
+    """Drop multiword keys and synonyms, the key among its synonyms, duplicates and empty lists."""
+    stats = collections.Counter()
+    table = {}
+    for word, syns in raw.items():
+        stats["words_in"] += 1
+        if _multiword(word):
+            stats["multiword_words_dropped"] += 1
+            continue
+        kept, seen = [], {word.lower()}
+        for s in syns:
+            stats["synonyms_in"] += 1
+            if _multiword(s):
+                stats["multiword_synonyms_dropped"] += 1
+            elif s.lower() == word.lower():
+                stats["self_synonyms_dropped"] += 1
+            elif s.lower() in seen:
+                stats["duplicate_synonyms_dropped"] += 1
+            else:
+                seen.add(s.lower())
+                kept.append(s)
+        if not kept:
+            stats["words_without_synonyms_dropped"] += 1
+            continue
+        table[word] = kept
+    stats["words"] = len(table)
+    stats["synonyms"] = sum(len(v) for v in table.values())
+    return table, dict(stats)
+
+
+def write_table(table: Dict[str, List[str]], out_path: str):
+    out_dir = os.path.dirname(os.path.abspath(out_path))
+    check_output_dir(out_dir, "OUT")
+    with atomic_write(out_path) as f:
+        json.dump(table, f, ensure_ascii=False, indent=0, sort_keys=True)
+        f.write("\n")
+
+
+def convert_counterfitted(in_path: str, out_path: str) -> Dict[str, int]:
+    """The counter-fitted neighbour list (JSON word → [neighbours]) in the task's format."""
+    if not os.path.isfile(in_path):
+        raise PrepareError(f"counter-fitted list '{in_path}' does not exist")
+    try:
+        with open(in_path, encoding="utf-8") as f:
+            raw = json.load(f)
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise PrepareError(f"'{in_path}' is not valid JSON ({e})") from None
+    if not isinstance(raw, dict) or not all(isinstance(v, list) for v in raw.values()):
+        raise PrepareError(f"'{in_path}' must hold a JSON object word -> [neighbours]")
+    table, stats = clean_table(raw)
+    write_table(table, out_path)
+    return dict(stats, source=os.path.abspath(in_path))
+
+
+def parse_pos(spec: str) -> List[str]:
+    pos = [p.strip() for p in spec.split(",") if p.strip()]
+    bad = [p for p in pos if p not in WORDNET_POS]
+    if not pos or bad:
+        raise PrepareError(
+            f"--pos: '{spec}' must be a comma-separated subset of "
+            + ", ".join(f"{k} ({v})" for k, v in WORDNET_POS.items())
+        )
+    return pos
+
+
+def load_wordnet():
+    """nltk's WordNet reader, with an error that says how to install it offline."""
+    from nltk.corpus import wordnet as wn
+
+    try:
+        wn.ensure_loaded()
+    except LookupError:
+        raise PrepareError(
+            "WordNet for nltk is not installed: run `make wordnet` (scripts/install_wordnet.sh, "
+            "from Debian packages) and set NLTK_DATA=<repo>/nltk_data"
+        ) from None
+    return wn
+
+
+def wordnet_table(pos: Sequence[str] = ("n", "v", "a", "r"), max_synonyms: int = 0,
+                  keep_capitalized: bool = False) -> Tuple[Dict[str, List[str]], Dict]:
+    """word → one-word lemma names of the synsets the word is a lemma of (``pos`` only).
+
+    Synonyms are in WordNet's file order (part of speech, then synset); with
+    ``max_synonyms`` > 0 they are sorted by the word's sense order (most frequent
+    sense first) and the first that many kept. Unless ``keep_capitalized``, lemma names with an
+    upper-case letter are left out: they are proper nouns and abbreviations, and a
+    key such as "A" (adenine, ampere) would replace the sentence-initial article
+    (``subs`` handles sentence-initial capitals itself).
+    """
+    wn = load_wordnet()
+    raw: Dict[str, List[str]] = collections.defaultdict(list)
+    synsets = 0
+    capitalized = collections.Counter()
+    for p in pos:
+        for synset in wn.all_synsets(p):
+            synsets += 1
+            names = synset.lemma_names()
+            if not keep_capitalized:
+                cased = [n for n in names if n != n.lower()]
+                if cased:
+                    capitalized["words"] += len(cased)
+                    names = [n for n in names if n == n.lower()]
+            for word in names:
+                raw[word].extend(n for n in names if n != word)
+    # words that are lemmas but have no other lemma in any synset stay in raw with [],
+    # so that clean_table counts them
+    table, stats = clean_table(raw)
+    stats["capitalized_lemmas_dropped"] = capitalized["words"]
+    if max_synonyms > 0:
+        # keep the synonyms from the word's most frequent senses: WordNet's sense order
+        for word, syns in table.items():
+            rank = {}
+            for p in pos:
+                for synset in wn.synsets(word, pos=p):
+                    for name in synset.lemma_names():
+                        rank.setdefault(name, len(rank))
+            syns.sort(key=lambda n: rank.get(n, len(rank)))
+        cut = sum(max(0, len(v) - max_synonyms) for v in table.values())
+        table = {w: v[:max_synonyms] for w, v in table.items()}
+        stats["synonyms_beyond_max_dropped"] = cut
+        stats["synonyms"] = sum(len(v) for v in table.values())
+    stats.update(source="WordNet " + str(wn.get_version()), pos=",".join(pos), synsets=synsets)
+    return table, stats
+
+
+def build_wordnet_table(out_path: str, pos: Sequence[str] = ("n", "v", "a", "r"),
+                        max_synonyms: int = 0, keep_capitalized: bool = False) -> Dict:
+    """Write the WordNet table (see :func:`wordnet_table`) to ``out_path``; returns its statistics."""
+    table, stats = wordnet_table(pos, max_synonyms, keep_capitalized)
+    write_table(table, out_path)
+    return stats
+
+
+# ---- coverage ------------------------------------------------------------------------
+
+def load_task_dictionary(data_dir: str):
+    """The dictionary exactly as ``--task clear`` builds it (dict.txt, then <mask>, [DEL])."""
+    from fairseq.data import Dictionary
+
+    path = os.path.join(data_dir, "dict.txt")
+    if not os.path.isfile(path):
+        raise PrepareError(f"--data: '{data_dir}' has no dict.txt (run clear-prepare)")
+    d = Dictionary.load(path)
+    d.add_symbol("<mask>")
+    d.add_symbol("[DEL]")
+    return d
+
+
+def coverage(table_path: str, data_dir: str, split: str = "valid",
+             max_sentences: int = 0, sentencepiece_model: str = "") -> Dict:
+    """Share of the words of ``data_dir/split`` that have at least one synonym in the table,
+    as the ``subs`` augmentation sees them (token-id words, capitalised variants included)."""
+    from fairseq.data import data_utils
+
+    from ..synonyms import build_synonym_index, load_synonym_table, synonym_coverage
+
+    dictionary = load_task_dictionary(data_dir)
+    spm_model = sentencepiece_model or os.path.join(data_dir, "sentencepiece.model")
+    index = build_synonym_index(load_synonym_table(table_path), dictionary, spm_model)
+    prefix = os.path.join(data_dir, split)
+    ds = data_utils.load_indexed_dataset(prefix, dictionary)
+    if ds is None:
+        raise PrepareError(f"--split: no {prefix}.bin/.idx in '{data_dir}'")
+
+    def bodies():
+        n = 0
+        for i in range(len(ds)):
+            item = ds[i]
+            if len(item) <= 1:
+                continue  # a document break
+            yield item[:-1].numpy()
+            n += 1
+            if max_sentences and n >= max_sentences:
+                return
+
+    covered, words = synonym_coverage(index, bodies())
+    return {
+        "table": os.path.abspath(table_path),
+        "data": os.path.abspath(data_dir),
+        "split": split,
+        "words": words,
+        "words_with_synonym": covered,
+        "coverage": round(covered / words, 4) if words else 0.0,
+        "index_word_forms": len(index),
+    }
+
+
+def _print(obj):
+    print(json.dumps(obj, indent=2, ensure_ascii=False))
+
+
+def main(argv: Optional[Sequence[str]] = None):
+    parser = argparse.ArgumentParser(
+        prog="clear-synonyms",
+        description="Build synonym tables (JSON word -> [synonyms]) for --augmentations subs, "
+        "and measure their coverage on a binarized corpus.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def coverage_args(p):
+        p.add_argument("--coverage-data", metavar="DATA_BIN", default="",
+                       help="also report the coverage on this clear-prepare data directory")
+        p.add_argument("--coverage-split", default="valid",
+                       help="split of --coverage-data to measure (default: %(default)s)")
+
+    p = sub.add_parser("counterfitted", help="convert the counter-fitted neighbour list "
+                       "(Jia et al. 2019; the CLEAR paper's source)")
+    p.add_argument("input", help="counterfitted_neighbors.json (word -> [neighbours])")
+    p.add_argument("output", help="table to write (JSON word -> [synonyms])")
+    coverage_args(p)
+
+    p = sub.add_parser("wordnet", help="build a table from WordNet (nltk; needs NLTK_DATA with "
+                       "corpora/wordnet, see `make wordnet`)")
+    p.add_argument("output", help="table to write (JSON word -> [synonyms])")
+    p.add_argument("--pos", default="n,v,a,r",
+                   help="parts of speech to take synsets from, comma-separated: n (noun), "
+                   "v (verb), a (adjective, satellites included), r (adverb) (default: %(default)s)")
+    p.add_argument("--max-synonyms", type=int, default=0,
+                   help="keep at most this many synonyms per word, from its most frequent "
+                   "senses first (WordNet's sense order); 0 = all (default: %(default)s)")
+    p.add_argument("--keep-capitalized", action="store_true",
+                   help="keep lemma names with capitals (proper nouns, abbreviations such as "
+                   "'A' = adenine, which would replace the article 'A'); left out by default")
+    coverage_args(p)
+
+    p = sub.add_parser("coverage", help="share of a corpus's words that have a synonym, as the "
+                       "subs augmentation sees them")
+    p.add_argument("table", help="synonym table (JSON word -> [synonyms])")
+    p.add_argument("--data", required=True, metavar="DATA_BIN",
+                   help="a clear-prepare data directory (dict.txt, sentencepiece.model, splits)")
+    p.add_argument("--split", default="valid", help="split to measure (default: %(default)s)")
+    p.add_argument("--max-sentences", type=int, default=0,
+                   help="measure on the first this many sentences; 0 = all (default: %(default)s)")
+
+    args = parser.parse_args(argv)
+    logging.basicConfig(format="%(asctime)s | %(levelname)s | %(name)s | %(message)s",
+                        level=logging.INFO, stream=sys.stderr, force=True)
+    try:
+        if args.command == "coverage":
+            _print(coverage(args.table, args.data, args.split, args.max_sentences))
+            return
+        if args.command == "counterfitted":
+            stats = convert_counterfitted(args.input, args.output)
+        else:
+            if args.max_synonyms < 0:
+                raise PrepareError(f"--max-synonyms must be >= 0, got {args.max_synonyms}")
+            stats = build_wordnet_table(args.output, parse_pos(args.pos), args.max_synonyms,
+                                        args.keep_capitalized)
+        result = {"output": os.path.abspath(args.output), "table": stats}
+        if args.coverage_data:
+            result["coverage"] = coverage(args.output, args.coverage_data, args.coverage_split)
+        _print(result)
+    except PrepareError as e:
+        print(f"clear-synonyms: error: {e}", file=sys.stderr)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

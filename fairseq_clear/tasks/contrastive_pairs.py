@@ -1,0 +1,209 @@
+"""Task ``contrastive_pairs``: supervised contrastive training on labelled sentence pairs.
+
+Each sample is a row (sentence, positive[, hard negative]) of a data directory
+made by ``clear-prepare-pairs``::
+
+    DATA/dict.txt, DATA/sentencepiece.model
+    DATA/sent0/{dict.txt, train.bin, train.idx, valid.*}   anchors
+    DATA/sent1/...                                        positives
+    DATA/hard_neg/...                                     hard negatives (optional)
+
+(the columns of SimCSE's ``nli_for_simcse.csv``; like fairseq's
+``sentence_prediction`` input0/input1, all with the same dict.txt). The
+``contrastive`` part of a batch holds the N anchors, the N positives and, if
+used, the N hard negatives, for ``--criterion clear``:
+
+* SimCSE supervised (Gao et al. 2021; seed 004 §4.1): NLI entailment pairs with
+  the contradiction as hard negative, ``--loss-form simcse`` (the hard negatives
+  join every anchor's candidates; ``--hard-negative-weight`` is SimCSE's
+  log-weight), τ = 0.05; Quora duplicates are pairs without hard negatives.
+* CLSR (seed 003): STS-B pairs scoring > 4 or NLI entailment pairs, NT-Xent
+  (``--loss-form nt-xent``) over a frozen encoder with the MLP e and linear h
+  (``--freeze-encoder --sentence-mlp-hidden-dim ... --projection-layers 1``), τ = 0.1.
+
+MLM is off by default (``--mlm`` adds SimCSE's auxiliary MLM on every sentence).
+"""
+
+import logging
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+from fairseq import utils
+from fairseq.data import (
+    Dictionary,
+    IdDataset,
+    NestedDictionaryDataset,
+    NumSamplesDataset,
+    data_utils,
+)
+from fairseq.dataclass import ChoiceEnum
+from fairseq.tasks import register_task
+
+from ..data import (
+    ContrastiveRowsDataset,
+    EpochShuffledDataset,
+    RowTokensDataset,
+    SentenceDataset,
+    StackedRowsDataset,
+)
+from .clear import ClearConfig, ClearConfigError, ClearTask
+
+logger = logging.getLogger(__name__)
+
+HARD_NEGATIVE_CHOICES = ChoiceEnum(["auto", "on", "off"])
+
+
+@dataclass
+class ContrastivePairsConfig(ClearConfig):
+    anchor_column: str = field(
+        default="sent0", metadata={"help": "subdirectory of DATA holding the anchor sentences"}
+    )
+    positive_column: str = field(
+        default="sent1", metadata={"help": "subdirectory of DATA holding each anchor's positive"}
+    )
+    hard_negative_column: str = field(
+        default="hard_neg",
+        metadata={"help": "subdirectory of DATA holding each anchor's hard negative"},
+    )
+    hard_negatives: HARD_NEGATIVE_CHOICES = field(
+        default="auto",
+        metadata={
+            "help": "use the hard-negative column (SimCSE supervised: NLI contradictions; "
+            "needs --loss-form simcse): auto = when DATA has it, on = require it, off = never"
+        },
+    )
+    mlm: bool = field(
+        default=False,
+        metadata={
+            "help": "add the masked LM loss on every sentence of a row (SimCSE's optional "
+            "auxiliary MLM; off in the papers' main results)"
+        },
+    )
+
+
+def _column_dir(cfg, column: str) -> str:
+    return os.path.join(utils.split_paths(cfg.data)[0], column)
+
+
+@register_task("contrastive_pairs", dataclass=ContrastivePairsConfig)
+class ContrastivePairsTask(ClearTask):
+    """NT-Xent or SimCSE's loss over labelled (sentence, positive[, hard negative]) rows."""
+
+    cfg: ContrastivePairsConfig
+
+    def __init__(self, cfg: ContrastivePairsConfig, dictionary=None):
+        if cfg.mlm_only and not cfg.mlm:
+            raise ClearConfigError(
+                "--mlm-only on --task contrastive_pairs needs --mlm (MLM is off by default here)"
+            )
+        self.columns = [cfg.anchor_column, cfg.positive_column]
+        self.uses_hard_negatives = self._hard_negatives(cfg)
+        if self.uses_hard_negatives:
+            self.columns.append(cfg.hard_negative_column)
+        super().__init__(cfg, dictionary)
+        logger.info(
+            "pairs: columns %s (hard negatives: %s)", ", ".join(self.columns),
+            "yes" if self.uses_hard_negatives else "no",
+        )
+
+    @staticmethod
+    def _hard_negatives(cfg) -> bool:
+        if cfg.hard_negatives == "off" or cfg.mlm_only:
+            return False
+        if cfg.hard_negatives == "on":
+            return True  # load_dataset fails, naming the directory, if the column is missing
+        return os.path.isdir(_column_dir(cfg, cfg.hard_negative_column))
+
+    @property
+    def uses_mlm(self) -> bool:
+        return self.cfg.mlm and not self.cfg.no_mlm
+
+    @classmethod
+    def load_dictionary(cls, cfg) -> Dictionary:
+        """DATA/dict.txt, or the anchor column's; every column must use the same one."""
+        root = utils.split_paths(cfg.data)[0]
+        candidates = [os.path.join(root, "dict.txt"), os.path.join(root, cfg.anchor_column, "dict.txt")]
+        path = next((p for p in candidates if os.path.isfile(p)), None)
+        if path is None:
+            raise ClearConfigError(
+                f"data directory '{root}' has neither dict.txt nor {cfg.anchor_column}/dict.txt: "
+                "build it with clear-prepare-pairs"
+            )
+        dictionary = Dictionary.load(path)
+        for column in (cfg.positive_column, cfg.hard_negative_column):
+            other = os.path.join(root, column, "dict.txt")
+            if os.path.isfile(other) and Dictionary.load(other).symbols != dictionary.symbols:
+                raise ClearConfigError(
+                    f"{other} differs from {path}: every column must be binarized with the "
+                    "same dict.txt (clear-prepare-pairs does this)"
+                )
+        return dictionary
+
+    @classmethod
+    def setup_task(cls, cfg, **kwargs):
+        dictionary = cls.load_dictionary(cfg)
+        logger.info("dictionary: %d types", len(dictionary))
+        return cls(cfg, dictionary)
+
+    @classmethod
+    def load_dict(cls, cfg):
+        return cls.load_dictionary(cfg)
+
+    def load_column(self, column: str, split: str, combine=False) -> SentenceDataset:
+        split_path = os.path.join(_column_dir(self.cfg, column), split)
+        lines = data_utils.load_indexed_dataset(split_path, self.source_dictionary, combine=combine)
+        if lines is None and column == self.cfg.hard_negative_column:
+            raise ClearConfigError(
+                f"--hard-negatives {self.cfg.hard_negatives}, but there is no {split_path}.bin/.idx: "
+                "build the data with clear-prepare-pairs from rows with hard negatives, or "
+                "pass --hard-negatives off"
+            )
+        if lines is None:
+            raise FileNotFoundError(
+                f"split '{split}' of column '{column}' not found: no {split_path}.bin/.idx "
+                "(clear-prepare-pairs --valid adds a validation split; or pass "
+                "--disable-validation)"
+            )
+        sentences = SentenceDataset(
+            lines,
+            max_body_len=self.cfg.tokens_per_sample - 2,
+            bos=self.source_dictionary.bos(),
+            eos=self.source_dictionary.eos(),
+            name=f"{split}/{column} ({split_path})",
+        )
+        if sentences.num_empty:
+            # an empty line would shift every later row against the other columns
+            raise ClearConfigError(
+                f"{split_path} has {sentences.num_empty} empty lines, so its rows no longer "
+                "line up with the other columns; rebuild the data with clear-prepare-pairs"
+            )
+        return sentences
+
+    def load_dataset(self, split, epoch=1, combine=False, **kwargs):
+        cols = [self.load_column(c, split, combine) for c in self.columns]
+        lengths = {c: len(d) for c, d in zip(self.columns, cols)}
+        if len(set(lengths.values())) != 1:
+            raise ClearConfigError(
+                f"split '{split}': the columns have different numbers of rows {lengths}; "
+                "rebuild the data with clear-prepare-pairs"
+            )
+        pad = self.source_dictionary.pad()
+        defn = {
+            "id": IdDataset(),
+            "nsentences": NumSamplesDataset(),
+            "ntokens": RowTokensDataset(cols),
+        }
+        if self.uses_mlm:
+            # SimCSE masks every sentence of a row; each column gets its own mask seed
+            masked = [self.mask(d, self.cfg.seed + 7919 * k) for k, d in enumerate(cols)]
+            defn["net_input"] = {"src_tokens": StackedRowsDataset([s for s, _ in masked], pad)}
+            defn["target"] = StackedRowsDataset([t for _, t in masked], pad)
+        if not self.cfg.mlm_only:
+            defn["contrastive"] = ContrastiveRowsDataset(
+                [cols[0]], [cols[1]], cols[2:] if self.uses_hard_negatives else None, pad=pad
+            )
+        sizes = np.max(np.stack([d.sizes for d in cols]), axis=0)
+        dataset = NestedDictionaryDataset(defn, sizes=[sizes])
+        # fresh random batches every epoch: the batch is the set of negatives
+        self.datasets[split] = EpochShuffledDataset(dataset, seed=self.cfg.seed)

@@ -1,0 +1,133 @@
+"""Distributed faults on CPU with 2 gloo ranks.
+
+* The all-gather with unequal sizes (including a rank with no sentences, which feeds
+  fairseq's dummy batch) gives the same loss and gradients as one process holding the
+  concatenated batch: for the bare losses and for the whole criterion (MLM + NT-Xent
+  or SimCSE, normalisers exchanged across ranks).
+* ``torchrun`` + ``fairseq-train`` with one rank's shard smaller than the other's, or
+  empty: training proceeds (dummy batches) and the logged batches hold only real data.
+* A rank killed with SIGKILL makes the whole job exit, with an error naming the dead
+  rank, within a bounded time instead of hanging.
+"""
+
+import os
+import signal
+import socket
+import time
+
+import pytest
+import torch
+
+from fairseq_clear.testing import dist_check
+from fairseq_clear.testing.harness import logged, run_until, torchrun_workers
+from helpers import bin_path, make_binarized, run_cli, synthetic_sentences, train_args
+
+SIZES = [(1, 1), (3, 1), (2, 0), (0, 3), (4, 4)]
+CASES = (
+    [(s, "nt-xent", "criterion") for s in SIZES]
+    + [(s, "simcse", "criterion") for s in [(3, 1), (2, 0)]]
+    + [(s, "nt-xent", "loss") for s in [(1, 1), (3, 1), (0, 3)]]
+    + [(s, "simcse", "loss") for s in [(2, 3)]]
+)
+
+
+@pytest.fixture(scope="module")
+def gathered():
+    return dist_check.run(CASES)
+
+
+@pytest.mark.parametrize("index", range(len(CASES)),
+                         ids=[f"{c[2]}-{c[1]}-{c[0][0]}+{c[0][1]}" for c in CASES])
+def test_gather_with_unequal_sizes_equals_one_process(gathered, index):
+    sizes, loss_form, level = CASES[index]
+    got = gathered[index]
+    want = dist_check.reference(sizes, loss_form, level)
+    assert got["loss_over_size"] == pytest.approx(want["loss_over_size"], rel=1e-5, abs=1e-6)
+    assert got["grads"].keys() == want["grads"].keys()
+    for name in want["grads"]:
+        assert torch.allclose(got["grads"][name], want["grads"][name], rtol=1e-4, atol=1e-6), name
+    # the contrastive part is really there: the projection receives gradient
+    assert want["grads"]["proj.weight"].abs().sum() > 0
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def torchrun(args, nproc=2):
+    return [bin_path("torchrun"), "--nproc_per_node", str(nproc), "--master_port",
+            str(_free_port()), *args]
+
+
+@pytest.fixture(scope="module")
+def small_data(tmp_path_factory):
+    """40 training sentences: with --batch-size 16, 3 batches (16, 16, 8) per epoch."""
+    work = tmp_path_factory.mktemp("small_data")
+    return make_binarized(work, synthetic_sentences(40, seed=3), synthetic_sentences(10, seed=4))
+
+
+@pytest.fixture(scope="module")
+def one_batch_data(tmp_path_factory):
+    """10 training sentences: one batch per epoch, so rank 1's shard is always empty."""
+    work = tmp_path_factory.mktemp("one_batch_data")
+    return make_binarized(work, synthetic_sentences(10, seed=5), synthetic_sentences(10, seed=6),
+                          vocab_size=80)
+
+
+@pytest.mark.parametrize("which,ddp_backend", [
+    ("smaller-shard", "pytorch_ddp"), ("smaller-shard", "legacy_ddp"), ("empty-shard", "pytorch_ddp"),
+])
+def test_uneven_and_empty_shards_train(request, tmp_path, which, ddp_backend):
+    data = request.getfixturevalue("small_data" if which == "smaller-shard" else "one_batch_data")
+    args = train_args(data, tmp_path / "save", "--distributed-backend", "gloo",
+                      "--ddp-backend", ddp_backend, max_update=6, batch_size=16)
+    proc = run_cli(torchrun(args), timeout=600)
+    records = logged(proc.stdout)
+    # one log stream (rank 0) of the 2-rank job, not two independent runs
+    assert "distributed init (rank 1)" in proc.stdout, proc.stdout[-3000:]
+    assert [int(r["num_updates"]) for r in records] == list(range(1, 7)), proc.stdout[-3000:]
+    assert all(r["loss"] not in ("nan", "inf") and float(r["loss"]) > 0 for r in records)
+    per_epoch = {}
+    for r in records:
+        per_epoch.setdefault(int(r["epoch"]), []).append(int(float(r["bsz"])))
+    complete = [e for e in per_epoch if e < max(per_epoch)]
+    assert complete, per_epoch
+    if which == "smaller-shard":
+        # batches of 16, 16 and 8 sentences: rank 0 gets two, rank 1 one batch and then
+        # a dummy batch; every sentence counts once per epoch, dummies not at all
+        for e in complete:
+            assert len(per_epoch[e]) == 2 and sum(per_epoch[e]) == 40, per_epoch
+        assert any(b < 32 for e in complete for b in per_epoch[e]), per_epoch
+    else:
+        # one batch of 10 sentences per epoch: rank 1 only ever has dummy batches
+        for e in complete:
+            assert per_epoch[e] == [10], per_epoch
+    assert all("cl_loss" in r for r in records)
+    assert (tmp_path / "save" / "checkpoint_last.pt").is_file()
+
+
+def test_dead_rank_ends_the_job_quickly(tiny_data, tmp_path):
+    """SIGKILL one worker mid-training: the survivor's collective fails at once ("Connection
+    closed by peer"), torchrun stops the job and exits non-zero naming the killed rank."""
+    args = train_args(tiny_data, tmp_path / "save", "--distributed-backend", "gloo",
+                      max_update=100000, batch_size=8)
+    state = {}
+
+    def kill_rank1(line):
+        if "at" not in state and '"num_updates": "3"' in line and "| train_inner |" in line:
+            workers = torchrun_workers(state["proc"].pid)
+            assert sorted(workers) == [0, 1], workers
+            os.kill(workers[1], signal.SIGKILL)
+            state["at"] = time.monotonic()
+        return False
+
+    out, rc, _ = run_until(torchrun(args), kill_rank1, timeout=300,
+                           on_start=lambda proc: state.update(proc=proc))
+    took = time.monotonic() - state["at"]
+    assert rc not in (0, None), out[-2000:]
+    assert took < 60, f"took {took:.0f}s to exit"
+    assert "ChildFailedError" in out and "Signal 9 (SIGKILL)" in out, out[-3000:]
+    assert "Connection closed by peer" in out or "Connection reset by peer" in out, out[-3000:]
+    assert '"num_updates": "100000"' not in out

@@ -1,0 +1,166 @@
+"""GLUE fine-tuning of a CLEAR checkpoint with fairseq's sentence_prediction task."""
+
+import json
+import math
+import random
+
+import numpy as np
+import pytest
+
+from embedding_helpers import tiny_checkpoint
+from helpers import REPO, run_cli, shared, synthetic_sentences
+
+from fairseq_clear.evaluation import glue
+
+PREPARE = REPO / "examples" / "glue" / "prepare.sh"
+FINETUNE = REPO / "examples" / "glue" / "finetune.sh"
+
+
+@pytest.fixture(scope="module")
+def ckpt(tmp_path_factory):
+    return tiny_checkpoint(tmp_path_factory)
+
+
+def test_glue_metrics_match_scikit_learn():
+    from scipy.stats import pearsonr, spearmanr
+    from sklearn.metrics import f1_score, matthews_corrcoef
+
+    rng = np.random.default_rng(0)
+    labels, preds = rng.integers(0, 2, 200), rng.integers(0, 2, 200)
+    mrpc = glue.glue_metrics("MRPC", preds, labels)
+    acc = (preds == labels).mean() * 100
+    f1 = f1_score(labels, preds) * 100
+    assert mrpc["accuracy"] == pytest.approx(acc) and mrpc["f1"] == pytest.approx(f1)
+    assert mrpc["score"] == pytest.approx((acc + f1) / 2)
+    assert glue.glue_metrics("CoLA", preds, labels)["score"] == pytest.approx(matthews_corrcoef(labels, preds) * 100)
+    assert glue.glue_metrics("RTE", preds, labels)["score"] == pytest.approx(acc)
+    x, y = rng.normal(size=50), rng.normal(size=50)
+    stsb = glue.glue_metrics("STS-B", x, y)
+    assert stsb["score"] == pytest.approx((pearsonr(x, y)[0] + spearmanr(x, y)[0]) * 50)
+    assert glue.glue_metrics("CoLA", [1, 1, 1], [1, 1, 1])["score"] == 0.0  # undefined -> 0
+
+
+def test_readme_settings_and_cpu_variant(tmp_path, monkeypatch):
+    rte = glue.settings("RTE")
+    assert (rte["LR"], rte["MAX_SENTENCES"], rte["TOTAL_NUM_UPDATES"], rte["WARMUP_UPDATES"]) == ("2e-05", "16", "2036", "122")
+    assert rte["BEST_METRIC"] == "accuracy" and rte["MAXIMIZE"] and rte["CRITERION_ARGS"] == ""
+    stsb = glue.settings("STS-B")
+    assert stsb["NUM_CLASSES"] == "1" and stsb["BEST_METRIC"] == "loss" and not stsb["MAXIMIZE"]
+    assert stsb["CRITERION_ARGS"] == "--regression-target --report-pearson-and-spearman"
+    assert glue.settings("MRPC")["CRITERION_ARGS"] == "--report-acc-and-f1"
+    assert glue.settings("CoLA")["CRITERION_ARGS"] == "--report-mcc"
+    monkeypatch.setattr(glue, "num_examples", lambda data_bin, split="train": 2490)
+    cpu = glue.settings("RTE", "data", cpu=True)
+    assert cpu["MAX_EPOCH"] == "3" and cpu["TOTAL_NUM_UPDATES"] == str(math.ceil(2490 / 16) * 3)
+    assert cpu["WARMUP_UPDATES"] == str(round(0.06 * int(cpu["TOTAL_NUM_UPDATES"])))
+    with pytest.raises(glue.GlueDataError, match="unknown GLUE task"):
+        glue.settings("MNLI-X")
+
+
+def write_glue(root, rows_per_split=40, seed=0):
+    """Tiny GLUE-format files for MRPC (BOM, header), CoLA (no header), STS-B (scores) and QQP (a bad line)."""
+    rng = random.Random(seed)
+    s = synthetic_sentences(200, seed=seed)
+    for task in ("MRPC", "CoLA", "STS-B", "QQP"):
+        (root / task).mkdir(parents=True)
+    for split in ("train", "dev", "test"):
+        n = rows_per_split
+        mrpc = ["\ufeffQuality\t#1 ID\t#2 ID\t#1 String\t#2 String"] + [
+            f"{i % 2}\t{i}\t{i + 1}\t{s[i]}\t{s[i + 1]}" for i in range(n)]
+        (root / "MRPC" / f"{split}.tsv").write_text("\n".join(mrpc) + "\n", encoding="utf-8")
+        if split == "test":
+            cola = ["index\tsentence"] + [f"{i}\t{s[i]}" for i in range(n)]
+        else:
+            cola = [f"src\t{i % 2}\t\t{s[i]}" for i in range(n)]
+        (root / "CoLA" / f"{split}.tsv").write_text("\n".join(cola) + "\n", encoding="utf-8")
+        sts = ["index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2\tscore"]
+        for i in range(n):
+            same = i % 2 == 0
+            b = s[i].replace(".", "!") if same else rng.choice(s)
+            score = 4.0 + rng.random() if same else rng.random() * 2
+            sts.append(f"{i}\tg\tf\t2012\t{i}\tnone\tnone\t{s[i]}\t{b}" + ("" if split == "test" else f"\t{score:.3f}"))
+        (root / "STS-B" / f"{split}.tsv").write_text("\n".join(sts) + "\n", encoding="utf-8")
+        qqp = ["id\tqid1\tqid2\tquestion1\tquestion2\tis_duplicate"] + [
+            f"{i}\t1\t2\t{s[i]}\t{s[i + 1]}\t{i % 2}" for i in range(n)] + ["broken\tline"]
+        if split == "test":
+            qqp = ["id\tquestion1\tquestion2"] + [f"{i}\t{s[i]}\t{s[i + 1]}" for i in range(n)]
+        (root / "QQP" / f"{split}.tsv").write_text("\n".join(qqp) + "\n", encoding="utf-8")
+    return root
+
+
+def test_split_reads_each_tasks_columns(ckpt, tmp_path):
+    _, data = ckpt
+    root = write_glue(tmp_path / "glue")
+    spm = str(data / "sentencepiece.model")
+    out = tmp_path / "out"
+    assert glue.split_task(str(root), "MRPC", spm, str(out / "MRPC")) == {"train": 40, "dev": 40, "test": 40}
+    assert (out / "MRPC" / "train.label").read_text().splitlines()[:3] == ["0", "1", "0"]
+    first = (out / "MRPC" / "train.input0").read_text().splitlines()[0]
+    assert "\ufeff" not in first and first.startswith("▁")
+    assert glue.split_task(str(root), "CoLA", spm, str(out / "CoLA"))["train"] == 40  # no header to drop
+    assert not (out / "CoLA" / "train.input1").exists()
+    assert not (out / "CoLA" / "test.label").exists()
+    glue.split_task(str(root), "STS-B", spm, str(out / "STS-B"))
+    scores = [float(x) for x in (out / "STS-B" / "dev.label").read_text().split()]
+    assert 0.0 <= min(scores) and max(scores) <= 1.0  # score / 5, as fairseq
+    assert glue.split_task(str(root), "QQP", spm, str(out / "QQP"))["train"] == 40  # the broken line is dropped
+    (root / "CoLA" / "dev.tsv").write_text("src\t1\n")
+    with pytest.raises(glue.GlueDataError, match=r"dev.tsv:1: expected at least 4"):
+        glue.split_task(str(root), "CoLA", spm, str(out / "CoLA2"))
+
+
+def test_model_args_rebuild_the_checkpoints_encoder(ckpt):
+    checkpoint, _ = ckpt
+    flags = glue.model_args(str(checkpoint))
+    pairs = dict(zip(flags[::2], flags[1::2]))
+    assert pairs["--arch"] == "clear_roberta_tiny" and pairs["--max-positions"] == "64"
+    assert pairs["--encoder-layers"] == "2" and pairs["--encoder-embed-dim"] == "128"
+
+
+def finetune(task, checkpoint, data_bin, save, *extra, env=None):
+    return run_cli(["bash", FINETUNE, task, checkpoint, "--max-update", "6", "--log-interval", "2", *extra],
+                   env={"CPU": "1", "DATA_BIN": str(data_bin), "SAVE_DIR": str(save), **(env or {})})
+
+
+def test_rte_prepare_and_finetune_end_to_end(ckpt, tmp_path):
+    glue_dir = shared("glue", "glue_data")
+    checkpoint, data = ckpt
+    out = tmp_path / "glue-bin"
+    run_cli(["bash", PREPARE, glue_dir, data, out, "RTE"])
+    rte = out / "RTE-bin"
+    for part in ("input0", "input1", "label"):
+        assert (rte / part / "train.bin").is_file() and (rte / part / "valid.bin").is_file()
+    assert (rte / "input0" / "dict.txt").read_text() == (data / "dict.txt").read_text()
+    assert (rte / "sentencepiece.model").is_file()
+    assert glue.num_examples(str(rte)) == 2490 and glue.num_examples(str(rte), "valid") == 277
+
+    save = tmp_path / "ft"
+    log = finetune("RTE", checkpoint, rte, save).stdout
+    assert "not loading projection_head from the checkpoint" in log  # the classifier model has no g
+    assert "Loaded checkpoint" in log
+    assert "Overwriting classification_heads.sentence_classification_head.out_proj.weight" in log  # new head
+    records = glue.read_valid_records(str(save / "train.log"))
+    assert records and 0 <= float(records[-1]["valid_accuracy"]) <= 100
+    assert (save / "checkpoint_best.pt").is_file()
+    summary = json.loads((save / "dev_metrics.json").read_text())
+    assert summary["metric"] == "accuracy" and "RTE dev accuracy (GLUE metric, best validation)" in log
+
+
+def test_sts_b_regression_reports_pearson_and_spearman(ckpt, tmp_path):
+    checkpoint, data = ckpt
+    root = write_glue(tmp_path / "glue", rows_per_split=48)
+    out = tmp_path / "glue-bin"
+    run_cli(["bash", PREPARE, root, data, out, "STS-B"])
+    assert (out / "STS-B-bin" / "label" / "valid.label").is_file()
+    save = tmp_path / "ft"
+    log = finetune("STS-B", checkpoint, out / "STS-B-bin", save, env={"MAX_EPOCH": "1"}).stdout
+    record = glue.read_valid_records(str(save / "train.log"))[-1]
+    assert "valid_pearson_and_spearman" in record and "valid_spearman" in record
+    assert "STS-B dev pearson_and_spearman" in log
+
+
+def test_finetune_refuses_missing_inputs(tmp_path):
+    proc = run_cli(["bash", FINETUNE, "RTE", tmp_path / "none.pt"], check=False)
+    assert proc.returncode != 0 and "none.pt' does not exist" in proc.stdout
+    proc = run_cli(["bash", PREPARE, tmp_path, tmp_path, tmp_path / "o", "RTE"], check=False)
+    assert proc.returncode != 0 and "no dict.txt" in proc.stdout
