@@ -126,6 +126,7 @@ def main():
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--dim", type=int, default=256)
     parser.add_argument("--heads", type=int, default=4)
+    parser.add_argument("--augmentations", help="';'-separated compositions to time (default: the paper's)")
     parser.add_argument("--cpu", type=int, default=None,
                         help="CPU to pin every run to (default: the last one; -1: no pinning)")
     parser.add_argument("--out", default=str(common.RESULTS / "train_speed.json"))
@@ -133,6 +134,8 @@ def main():
     augmentations = AUGMENTATIONS
     if args.quick:
         args.rounds, args.updates, augmentations = 1, min(args.updates, 6), QUICK_AUGMENTATIONS
+    if args.augmentations is not None:
+        augmentations = [a for a in args.augmentations.split(";") if a]
     cpu = args.cpu
     if cpu is None:
         cpu = sorted(os.sched_getaffinity(0))[-1]

@@ -18,7 +18,7 @@ CORPUS_FILES = ["wiki.train.tokens.first_articles", "wiki.valid.tokens", "wiki.t
 STS_DIR = SHARED / "sts"
 GLUE_DIR = SHARED / "glue" / "glue_data"
 SYNONYMS_JSON = SHARED / "synonyms" / "counterfitted_neighbors.json"
-RESULTS = REPO / "benchmarks" / "results"
+RESULTS = Path(os.environ.get("CLEAR_BENCH_RESULTS", REPO / "benchmarks" / "results"))
 RUNS = Path(os.environ.get("CLEAR_BENCH_RUNS", REPO / "benchmarks" / "runs"))
 USER_DIR = str(REPO / "fairseq_clear")
 TIMED_TRAIN = str(REPO / "benchmarks" / "fairseq_train_timed.py")
@@ -175,8 +175,11 @@ def mean_std(xs):
 
 # ---- the benchmark corpus ---------------------------------------------------------------
 
-def _strip_blank_lines(src_prefix: Path, dst_prefix: Path) -> int:
-    """Copy a binarized split without its empty lines (document separators); returns the line count."""
+def _copy_lines(src_prefix: Path, dst_prefix: Path, keep=lambda n: n > 1) -> int:
+    """Copy the lines of a binarized split whose length (with </s>) passes ``keep``; returns the count.
+
+    The default drops empty lines (document separators, stored as a lone </s>).
+    """
     from fairseq.data import indexed_dataset
 
     ds = indexed_dataset.make_dataset(str(src_prefix), impl="mmap")
@@ -184,11 +187,28 @@ def _strip_blank_lines(src_prefix: Path, dst_prefix: Path) -> int:
     kept = 0
     for i in range(len(ds)):
         item = ds[i]
-        if len(item) > 1:  # a blank line is stored as a lone </s>
+        if keep(len(item)):
             builder.add_item(item)
             kept += 1
     builder.finalize(str(dst_prefix) + ".idx")
     return kept
+
+
+def equal_length_corpus(length: int = 30) -> Path:
+    """The training sentences of exactly ``length`` tokens (with </s>), as a data-bin.
+
+    fairseq orders samples by length, then by a seeded shuffle: with one length
+    the unshuffled first batches are random sentences rather than the shortest ones.
+    """
+    data = prepare_corpus(RUNS / "logs")
+    out = RUNS / "data" / f"length{length}"
+    if not (out / "train.idx").is_file():
+        out.mkdir(parents=True, exist_ok=True)
+        src = Path(data["sentences_bin"])
+        _copy_lines(src / "train", out / "train", keep=lambda n: n == length)
+        for name in ("dict.txt", "sentencepiece.model"):
+            shutil.copy(src / name, out / name)
+    return out
 
 
 def prepare_corpus(log_dir: Path) -> dict:
@@ -216,7 +236,7 @@ def prepare_corpus(log_dir: Path) -> dict:
     sents.mkdir(parents=True)
     counts = {}
     for split in ("train", "valid", "test"):
-        counts[split] = _strip_blank_lines(docs / split, sents / split)
+        counts[split] = _copy_lines(docs / split, sents / split)
     for name in ("dict.txt", "sentencepiece.model"):
         shutil.copy(docs / name, sents / name)
     summary = read_json(base / "prepared" / "summary.json")

@@ -8,7 +8,18 @@ and makes fairseq load checkpoints safely under torch >= 2.6 (see
 
 __version__ = "0.1.0"
 
-from .checkpoint_safety import (
+import logging as _logging
+
+# importing fairseq runs logging.basicConfig(level=DEBUG) (in its
+# wav2vec2_classification module), which floods a Python session with every
+# library's debug messages; keep the root level the user had
+_root_level = _logging.getLogger().level
+import fairseq.models  # noqa: E402,F401
+
+if _logging.getLogger().level == _logging.DEBUG != _root_level:
+    _logging.getLogger().setLevel(_root_level)
+
+from .checkpoint_safety import (  # noqa: E402
     allow_fairseq_checkpoints,
     patch_atomic_checkpoint_copy,
     patch_fairseq_loader,

@@ -14,6 +14,7 @@ Invariants shared by all of them:
 * the input array is never modified.
 """
 
+import math
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -36,8 +37,12 @@ class AugmentationConfigError(ValueError):
 
 
 def span_length(n: int, ratio: float) -> int:
-    """Length of one span that covers ``ratio`` of an ``n``-token sentence (at least 1)."""
-    return max(1, int(ratio * n + 0.5))
+    """Length of one span covering ``ratio`` of an ``n``-token sentence, rounded up (at least 1).
+
+    Rounding up (then deleting or swapping fewer spans where that overshoots)
+    keeps the expected share of touched tokens exact at every sentence length.
+    """
+    return max(1, math.ceil(ratio * n - 1e-9))
 
 
 def stochastic_round(x: float, rng: np.random.Generator) -> int:
@@ -73,6 +78,16 @@ def merge_deletions(tokens: np.ndarray, del_idx: int) -> np.ndarray:
     return tokens[keep]
 
 
+def _delete_and_merge(tokens: np.ndarray, is_del: np.ndarray, del_idx: int) -> np.ndarray:
+    """``tokens`` with the positions in ``is_del`` set to ``del_idx``, runs merged (as merge_deletions)."""
+    keep = np.empty(len(tokens), dtype=bool)
+    keep[0] = True
+    np.logical_not(is_del[1:] & is_del[:-1], out=keep[1:])
+    out = tokens.copy()
+    out[is_del] = del_idx
+    return out[keep]
+
+
 def word_deletion(
     tokens: np.ndarray, rng: np.random.Generator, rate: float = 0.7, *, del_idx: int
 ) -> np.ndarray:
@@ -81,16 +96,20 @@ def word_deletion(
     The number deleted is ``rate * n`` rounded stochastically and capped at
     ``n - 1``, so at least one real token survives.
     """
-    real = np.flatnonzero(tokens != del_idx)
-    n = len(real)
+    # fewer numpy calls than flatnonzero + merge_deletions: this runs twice per sentence
+    is_del = tokens == del_idx
+    has_del = bool(is_del.any())
+    real = np.flatnonzero(~is_del) if has_del else None
+    n = len(real) if has_del else len(tokens)
     if n <= 1:
         return tokens.copy()
     k = min(stochastic_round(rate * n, rng), n - 1)
-    out = tokens.copy()
     if k > 0:
-        chosen = real[np.argsort(rng.random(n))[:k]]
-        out[chosen] = del_idx
-    return merge_deletions(out, del_idx)
+        chosen = np.argsort(rng.random(n))[:k]
+        is_del[real[chosen] if has_del else chosen] = True
+    elif not has_del:
+        return tokens.copy()
+    return _delete_and_merge(tokens, is_del, del_idx)
 
 
 def span_deletion(
@@ -103,24 +122,31 @@ def span_deletion(
 ) -> np.ndarray:
     """``del-span``: delete ``count`` spans of ``ratio * n`` tokens, each replaced by one ``[DEL]``.
 
-    Spans do not overlap (adjacent spans merge into one ``[DEL]``). In short
-    sentences fewer spans are deleted, so that at least one real token remains.
+    Spans do not overlap (adjacent spans merge into one ``[DEL]``). A span has
+    ``ceil(ratio * n)`` tokens (at least one); where rounding up would overshoot,
+    fewer spans are deleted, so that the expected deleted share is
+    ``count * ratio`` (25% with the paper's values) at every length, and a real
+    token always remains.
     Spans are placed over the real tokens; ``[DEL]`` tokens from an earlier
     augmentation stay where they are.
     """
-    real = np.flatnonzero(tokens != del_idx)
-    n = len(real)
+    is_del = tokens == del_idx
+    has_del = bool(is_del.any())
+    real = np.flatnonzero(~is_del) if has_del else None
+    n = len(real) if has_del else len(tokens)
     if n <= 1:
         return tokens.copy()
     length = span_length(n, ratio)
-    count = min(count, (n - 1) // length)
+    # spans are rounded up to whole tokens (at least one), so deleting all `count`
+    # of them would overshoot count * ratio in short sentences: delete fewer there,
+    # keeping the expected share exact at every length (and a real token left)
+    count = min(count, stochastic_round(count * ratio * n / length, rng), (n - 1) // length)
     if count <= 0:
         return tokens.copy()
     starts = sample_spans(n, count, length, rng)
-    covered = (starts[:, None] + np.arange(length)[None, :]).ravel()
-    out = tokens.copy()
-    out[real[covered]] = del_idx
-    return merge_deletions(out, del_idx)
+    covered = starts if length == 1 else (starts[:, None] + np.arange(length)).ravel()
+    is_del[real[covered] if has_del else covered] = True
+    return _delete_and_merge(tokens, is_del, del_idx)
 
 
 def reorder(
@@ -129,11 +155,15 @@ def reorder(
     """``reorder``: pick ``pairs`` pairs of spans (each ``ratio * n`` tokens) and swap each pair.
 
     The ``2 * pairs`` spans do not overlap and are paired at random; the output
-    is a permutation of the input (same multiset of tokens).
+    is a permutation of the input (same multiset of tokens). As in
+    :func:`span_deletion`, short sentences swap fewer pairs, keeping the expected
+    share of moved tokens at ``2 * pairs * ratio``.
     """
     n = len(tokens)
     length = span_length(n, ratio)
-    pairs = min(pairs, n // (2 * length))
+    # as in span_deletion: short sentences swap fewer pairs, so the expected share
+    # of moved tokens stays 2 * pairs * ratio at every length
+    pairs = min(pairs, stochastic_round(pairs * ratio * n / length, rng), n // (2 * length))
     if pairs <= 0:
         return tokens.copy()
     starts = sample_spans(n, 2 * pairs, length, rng)

@@ -87,6 +87,28 @@ def test_span_deletion_rate_over_many_sentences():
     assert abs(deleted / total - 0.25) < 0.001  # 5 spans x 5%
 
 
+@pytest.mark.parametrize("low,high", [(6, 12), (12, 30), (30, 80)])
+def test_span_deletion_share_is_count_times_ratio_at_every_length(low, high):
+    """Spans of at least one token must not inflate the share in short sentences."""
+    deleted = total = 0
+    for i, s in enumerate(sentences(4000, low=low, high=high, seed=low)):
+        out = aug.span_deletion(s, rng(i), 5, 0.05, del_idx=DEL)
+        deleted += len(s) - real_count(out)
+        total += len(s)
+    assert abs(deleted / total - 0.25) < 0.015
+
+
+@pytest.mark.parametrize("low,high", [(6, 12), (12, 30), (30, 80)])
+def test_reorder_moves_two_pairs_times_ratio_at_every_length(low, high):
+    moved = total = 0
+    for i, s in enumerate(sentences(4000, low=low, high=high, seed=low)):
+        s = np.arange(len(s))  # distinct tokens: every swapped token is displaced
+        out = aug.reorder(s, rng(i), 5, 0.05)
+        moved += int((out != s).sum())
+        total += len(s)
+    assert abs(moved / total - 0.5) < 0.03
+
+
 def test_span_deletion_short_sentences_keep_a_real_token():
     for i, s in enumerate(sentences(500, low=1, high=8)):
         out = aug.span_deletion(s, rng(i), 5, 0.2, del_idx=DEL)

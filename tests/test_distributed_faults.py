@@ -109,8 +109,8 @@ def test_uneven_and_empty_shards_train(request, tmp_path, which, ddp_backend):
 
 
 def test_dead_rank_ends_the_job_quickly(tiny_data, tmp_path):
-    """SIGKILL one worker mid-training: the survivor's collective fails at once ("Connection
-    closed by peer"), torchrun stops the job and exits non-zero naming the killed rank."""
+    """SIGKILL one worker mid-training: torchrun stops the job and exits non-zero naming the
+    killed rank, within seconds; nobody waits for a collective that can never finish."""
     args = train_args(tiny_data, tmp_path / "save", "--distributed-backend", "gloo",
                       max_update=100000, batch_size=8)
     state = {}
@@ -129,5 +129,6 @@ def test_dead_rank_ends_the_job_quickly(tiny_data, tmp_path):
     assert rc not in (0, None), out[-2000:]
     assert took < 60, f"took {took:.0f}s to exit"
     assert "ChildFailedError" in out and "Signal 9 (SIGKILL)" in out, out[-3000:]
-    assert "Connection closed by peer" in out or "Connection reset by peer" in out, out[-3000:]
+    # the survivor either failed in its collective ("Connection closed by peer") or was
+    # stopped by torchrun first; either way the job is over
     assert '"num_updates": "100000"' not in out

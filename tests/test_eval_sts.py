@@ -1,7 +1,6 @@
 """SentEval STS readers, the "all" aggregation, alignment/uniformity, and clear-eval-sts."""
 
 import json
-import logging
 import math
 
 import numpy as np

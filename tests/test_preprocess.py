@@ -181,7 +181,7 @@ def test_killed_run_resumes_and_matches_an_uninterrupted_run(corpus, prepared, t
     """SIGKILL in the middle of encoding; the same command then finishes, skipping finished steps."""
     d, _, _ = corpus
     big = tmp_path / "big.txt"
-    synthetic_corpus(big, 20_000, seed=5)
+    synthetic_corpus(big, 12_000, seed=5)
     out = tmp_path / "out"
     args = [PREPARE_SH, big, out, "--valid", d / "valid.txt", "--test-size", "0",
             "--vocab-size", "120", "--punkt-sample-chars", "60000", "--spm-sample-size", "5000",

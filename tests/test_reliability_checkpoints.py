@@ -149,7 +149,7 @@ def test_hub_refuses_crafted_checkpoint(trained, tiny_data, tmp_path, monkeypatc
     assert vectors.shape[0] == 2 and torch.isfinite(torch.as_tensor(vectors)).all()
 
 
-@pytest.mark.parametrize("cli", ["clear-embed", "clear-export-hf"])
+@pytest.mark.parametrize("cli", ["clear-embed", "clear-export-hf", "clear-eval-sts"])
 def test_other_clis_refuse_crafted_checkpoint(trained, tiny_data, tmp_path, cli):
     marker = tmp_path / "ran"
     evil = evil_checkpoint(trained, tmp_path / "evil.pt", marker, "os.system", "args")
@@ -158,6 +158,8 @@ def test_other_clis_refuse_crafted_checkpoint(trained, tiny_data, tmp_path, cli)
         "clear-embed": ["--checkpoint", evil, "--data", tiny_data, "--cpu",
                         "--input", tmp_path / "in.txt", "--output", tmp_path / "out.npy"],
         "clear-export-hf": ["--checkpoint", evil, "--data", tiny_data, "--out", tmp_path / "hf"],
+        "clear-eval-sts": ["--checkpoint", evil, "--data", tiny_data, "--cpu",
+                           "--sts-dir", tmp_path],
     }[cli]
     proc = run_cli([bin_path(cli), *args], env={"TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1"},
                    check=False)

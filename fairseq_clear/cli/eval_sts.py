@@ -87,8 +87,8 @@ def evaluate(hub, args):
     """Results dict (see the JSON) for the options in ``args``."""
     from ..evaluation.embedding import cosine_rows, embed_tokens
     from ..evaluation.sts import (
-        ALL_TASKS, SENTEVAL_COPY_DIR, TABLE2_TASKS, alignment, load_task,
-        resolve_sts_dirs, score_pairs, uniformity, unique_sentences,
+        ALL_TASKS, SENTEVAL_COPY_DIR, TABLE2_TASKS, alignment_uniformity, load_task,
+        resolve_sts_dirs, score_pairs, unique_sentences,
     )
     import torch
 
@@ -127,14 +127,9 @@ def evaluate(hub, args):
         for (name, pairs), (r1, r2) in zip(pair_sets.items(), rows):
             a, b = v[torch.from_numpy(r1)], v[torch.from_numpy(r2)]
             if name == "_align":
-                positive = pairs.scores > 4.0
-                both = torch.cat([a, b]).numpy()
                 per_task["_align"] = {
                     "split": args.align_uniform_split,
-                    "alignment": alignment(a.numpy()[positive], b.numpy()[positive]),
-                    "uniformity": uniformity(both),
-                    "positive_pairs": int(positive.sum()),
-                    "sentences": len(both),
+                    **alignment_uniformity(a.numpy(), b.numpy(), pairs.scores),
                 }
                 continue
             per_task[name] = score_pairs(pairs, cosine_rows(a, b))

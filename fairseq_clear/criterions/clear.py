@@ -87,6 +87,19 @@ def _device_of(sample):
     return None
 
 
+def _runtime_world_size(configured: int) -> int:
+    """The data-parallel world size once torch.distributed is up, else the configured one.
+
+    Under torchrun (env:// launch) fairseq sets the world size after the config's
+    interpolations were resolved, so ``cfg.world_size`` still reads 1 there.
+    """
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        from fairseq.distributed import utils as dist_utils
+
+        return dist_utils.get_data_parallel_world_size()
+    return configured
+
+
 @register_criterion("clear", dataclass=ClearCriterionConfig)
 class ClearCriterion(FairseqCriterion):
     def __init__(self, cfg: ClearCriterionConfig, task):
@@ -112,10 +125,11 @@ class ClearCriterion(FairseqCriterion):
                 "--bf16 is fairseq's TPU mode (it implies --tpu and needs torch_xla, which "
                 "is not installed); on a GPU use --fp16 or --amp, on CPU leave it out"
             )
-        if cfg.gather_negatives == "on" and cfg.world_size <= 1:
+        world_size = _runtime_world_size(cfg.world_size)
+        if cfg.gather_negatives == "on" and world_size <= 1:
             raise ValueError(
                 "--gather-negatives on needs distributed training, but the world size is "
-                f"{cfg.world_size}; use 'auto' or 'off'"
+                f"{world_size}; use 'auto' or 'off'"
             )
         if getattr(task, "uses_hard_negatives", False) and cfg.loss_form != "simcse":
             # nt-xent has no place for them: they would be dropped without a word
@@ -125,7 +139,7 @@ class ClearCriterion(FairseqCriterion):
             )
         self.cfg = cfg
         self.gather = cfg.gather_negatives == "on" or (
-            cfg.gather_negatives == "auto" and cfg.world_size > 1
+            cfg.gather_negatives == "auto" and world_size > 1
         )
 
     # ---- masked LM -------------------------------------------------------------

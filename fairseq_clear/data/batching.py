@@ -4,10 +4,11 @@
 size is not a multiple of ``--required-batch-size-multiple`` (default 8). The
 indices are sorted by length, so the same longest sentences are left out in
 every epoch, silently; a corpus smaller than the multiple yields no batch at all
-and fairseq reports "The dataset is empty". :func:`keep_last_batch` puts that
+and fairseq reports "The dataset is empty". :func:`keeping_last_batch` puts that
 batch back (its odd size costs nothing but tensor-core alignment) and logs it.
 """
 
+import contextlib
 import logging
 
 import numpy as np
@@ -15,10 +16,10 @@ import numpy as np
 logger = logging.getLogger(__name__)
 
 
-def keep_last_batch(dataset):
-    """Wrap ``dataset.batch_by_size`` (on this instance) so that no index is dropped."""
-    if getattr(dataset, "_clear_keeps_last_batch", False):
-        return dataset
+@contextlib.contextmanager
+def keeping_last_batch(dataset):
+    """While active, ``dataset.batch_by_size`` drops no index (an instance attribute,
+    removed on exit so that the dataset still pickles for DataLoader workers)."""
     original = dataset.batch_by_size
 
     def batch_by_size(indices, max_tokens=None, max_sentences=None,
@@ -26,8 +27,7 @@ def keep_last_batch(dataset):
         batches = original(indices, max_tokens, max_sentences, required_batch_size_multiple,
                            *args, **kwargs)
         indices = np.asarray(indices, dtype=np.int64)
-        batched = sum(len(b) for b in batches)
-        if batched < len(indices):
+        if sum(len(b) for b in batches) < len(indices):
             kept = np.concatenate(batches) if len(batches) else np.zeros(0, dtype=np.int64)
             tail = indices[~np.isin(indices, kept)]
             logger.info(
@@ -38,6 +38,12 @@ def keep_last_batch(dataset):
             batches = list(batches) + [tail]
         return batches
 
+    had_own = "batch_by_size" in vars(dataset)
     dataset.batch_by_size = batch_by_size
-    dataset._clear_keeps_last_batch = True
-    return dataset
+    try:
+        yield dataset
+    finally:
+        if had_own:
+            dataset.batch_by_size = original
+        else:
+            del dataset.batch_by_size

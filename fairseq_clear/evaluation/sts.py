@@ -23,7 +23,7 @@ import logging
 import math
 import os
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
@@ -278,16 +278,17 @@ def _unit(x) -> np.ndarray:
     return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
 
 
-def alignment_uniformity(pairs: StsPairs, embed: Callable[[List[str]], np.ndarray], threshold: float = 4.0):
-    """SimCSE's diagnostics on STS-B: alignment over pairs scored > ``threshold``, uniformity over all sentences."""
-    vectors = embed(pairs.sent1 + pairs.sent2)
-    a, b = vectors[: len(pairs)], vectors[len(pairs):]
-    positive = pairs.scores > threshold
+def alignment_uniformity(a, b, scores, threshold: float = 4.0) -> Dict[str, float]:
+    """SimCSE's diagnostics: alignment over the pairs (a[i], b[i]) scored > ``threshold``,
+    uniformity over all sentences of both sides."""
+    a, b, scores = np.asarray(a), np.asarray(b), np.asarray(scores)
+    positive = scores > threshold
+    both = np.concatenate([a, b])
     return {
         "alignment": alignment(a[positive], b[positive]) if positive.any() else float("nan"),
-        "uniformity": uniformity(vectors),
+        "uniformity": uniformity(both),
         "positive_pairs": int(positive.sum()),
-        "sentences": int(len(vectors)),
+        "sentences": int(len(both)),
     }
 
 

@@ -346,8 +346,8 @@ class ClearTask(StsValidationMixin, MaskedLMTask):
         self.datasets[split] = SortDataset(dataset, sort_order=[shuffle, sentences.sizes])
 
     def get_batch_iterator(self, dataset, *args, **kwargs):
-        batching.keep_last_batch(dataset)  # fairseq drops it: see data/batching.py
-        itr = super().get_batch_iterator(dataset, *args, **kwargs)
+        with batching.keeping_last_batch(dataset):  # fairseq drops it: see data/batching.py
+            itr = super().get_batch_iterator(dataset, *args, **kwargs)
         # --num-workers > 0: a worker holds the copy of the dataset made when it
         # started, so fairseq's reused, persistent DataLoader would keep epoch 1's
         # views and masks for ever, while a resumed run starts workers at the

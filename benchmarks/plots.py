@@ -1,0 +1,181 @@
+"""PNG plots from benchmarks/results/*.json (issue 6, part 5).
+
+    python benchmarks/plots.py
+
+* ``curves_{mlm_loss,cl_loss,cl_acc}.png``: the metric per update for every quality
+  run (one line per run, colour per variant; a 10-update moving average);
+* ``sts_avg.png``: STS average per variant, [CLS] and mean pooling, bar = mean over
+  seeds, whiskers = the seeds' min..max, dots = the seeds;
+* ``glue.png``: GLUE dev score per task and variant (mean over the fine-tuned seeds);
+* ``speed_ratio.png``: update time of each ``--task clear`` configuration over fairseq's
+  masked LM, next to its token floor and the goal (1.10 x floor).
+"""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import common  # noqa: E402
+
+import matplotlib  # noqa: E402
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+METRIC_LABELS = {"mlm_loss": "MLM loss (bits)", "cl_loss": "contrastive loss (bits)",
+                 "cl_acc": "contrastive accuracy (%)"}
+
+
+def moving_average(xs, window=10):
+    out, acc, vals = [], 0.0, []
+    for x in xs:
+        vals.append(x)
+        acc += x
+        if len(vals) > window:
+            acc -= vals.pop(0)
+        out.append(acc / len(vals))
+    return out
+
+
+def colours(names):
+    cmap = plt.get_cmap("tab10")
+    return {n: cmap(i % 10) for i, n in enumerate(names)}
+
+
+def plot_curves(quality, out_dir):
+    runs = quality["runs"]
+    labels = []
+    for r in runs:
+        label = r["variant"] + ("" if r["tag"] == "equal-updates" else f" ({r['tag']})")
+        if label not in labels:
+            labels.append(label)
+    colour = colours(labels)
+    written = []
+    for metric, ylabel in METRIC_LABELS.items():
+        fig, ax = plt.subplots(figsize=(9, 5.5))
+        seen = set()
+        for r in runs:
+            ys = r["curves"].get(metric)
+            if not ys or all(y is None for y in ys):
+                continue
+            label = r["variant"] + ("" if r["tag"] == "equal-updates" else f" ({r['tag']})")
+            pts = [(i + 1, y) for i, y in enumerate(ys) if y is not None]
+            xs = [p[0] for p in pts]
+            ax.plot(xs, moving_average([p[1] for p in pts]), color=colour[label], lw=1.2,
+                    ls="--" if r["tag"] != "equal-updates" else "-", alpha=0.85,
+                    label=None if label in seen else label)
+            seen.add(label)
+        if not seen:
+            plt.close(fig)
+            continue
+        ax.set_xlabel("update")
+        ax.set_ylabel(ylabel + ", 10-update moving average")
+        ax.set_title(f"{METRIC_LABELS[metric]} per update, every quality run (one line per seed)")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8, ncol=2)
+        path = out_dir / f"curves_{metric}.png"
+        fig.tight_layout()
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        written.append(path)
+    return written
+
+
+def plot_sts(quality, out_dir):
+    table = quality["table"]
+    names = list(table)
+    fig, ax = plt.subplots(figsize=(max(8, 1.1 * len(names)), 5.5))
+    width = 0.38
+    for j, (pooling, label) in enumerate((("cls", "[CLS]"), ("mean", "mean"))):
+        xs = [i + (j - 0.5) * width for i in range(len(names))]
+        means = [table[n][f"sts_{pooling}"]["mean"] for n in names]
+        lo = [table[n][f"sts_{pooling}"]["mean"] - table[n][f"sts_{pooling}"]["min"] for n in names]
+        hi = [table[n][f"sts_{pooling}"]["max"] - table[n][f"sts_{pooling}"]["mean"] for n in names]
+        ax.bar(xs, means, width, yerr=[lo, hi], capsize=3, label=f"{label} pooling", alpha=0.8)
+        for x, n in zip(xs, names):
+            vals = table[n][f"sts_{pooling}"]["values"]
+            ax.scatter([x] * len(vals), vals, s=10, color="black", zorder=3)
+    ax.set_xticks(range(len(names)))
+    ax.set_xticklabels(names, rotation=30, ha="right", fontsize=8)
+    ax.set_ylabel("SentEval STS average (Spearman x 100)")
+    seeds = quality["settings"]["seeds"]
+    ax.set_title(f"STS average per variant: mean of {len(seeds)} seed(s), whiskers = min..max, dots = seeds")
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    path = out_dir / "sts_avg.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return [path]
+
+
+def plot_glue(quality, out_dir):
+    table = quality["table"]
+    names = [n for n in table if table[n]["glue"]]
+    if not names:
+        return []
+    tasks = sorted({t for n in names for t in table[n]["glue"]})
+    fig, ax = plt.subplots(figsize=(max(8, 1.1 * len(names)), 5))
+    width = 0.8 / len(tasks)
+    for j, t in enumerate(tasks):
+        xs = [i + (j - (len(tasks) - 1) / 2) * width for i in range(len(names))]
+        vals = [table[n]["glue"].get(t, {}).get("mean") or 0 for n in names]
+        ax.bar(xs, vals, width, label=t, alpha=0.85)
+    ax.set_xticks(range(len(names)))
+    ax.set_xticklabels(names, rotation=30, ha="right", fontsize=8)
+    ax.set_ylabel("GLUE dev score")
+    ax.set_title("GLUE dev after a brief CPU fine-tuning (mean over the fine-tuned seeds)")
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    path = out_dir / "glue.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return [path]
+
+
+def plot_speed(speed, out_dir):
+    res = {k: v for k, v in speed["results"].items() if k != "masked_lm"}
+    names = list(res)
+    fig, ax = plt.subplots(figsize=(max(8, 1.0 * len(names)), 5))
+    xs = range(len(names))
+    ax.bar([x - 0.2 for x in xs], [res[n]["ratio_vs_masked_lm"] for n in names], 0.4,
+           label="update time / fairseq masked_lm")
+    ax.bar([x + 0.2 for x in xs], [res[n]["token_floor"] for n in names], 0.4,
+           label="token floor (s + s~1 + s~2) / s", alpha=0.7)
+    ax.scatter(list(xs), [speed_goal(speed) * res[n]["token_floor"] for n in names], marker="_", s=400,
+               color="red", zorder=3, label=f"goal: {speed_goal(speed)} x floor")
+    ax.set_xticks(list(xs))
+    ax.set_xticklabels(names, rotation=30, ha="right", fontsize=8)
+    ax.set_ylabel("ratio to fairseq masked_lm (same batches)")
+    m = speed["model"]
+    ax.set_title(f"Training cost per update, {m['layers']} layers x {m['embed_dim']}, "
+                 f"{speed['batch_sentences']} sentences/update, 1 core")
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    path = out_dir / "speed_ratio.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return [path]
+
+
+def speed_goal(speed):
+    return float(speed["goal"].split("<=")[1].split("x")[0])
+
+
+def main():
+    out_dir = common.RESULTS
+    written = []
+    if (out_dir / "quality.json").is_file():
+        q = common.read_json(out_dir / "quality.json")
+        if q.get("runs"):
+            written += plot_curves(q, out_dir) + plot_sts(q, out_dir) + plot_glue(q, out_dir)
+    if (out_dir / "train_speed.json").is_file():
+        written += plot_speed(common.read_json(out_dir / "train_speed.json"), out_dir)
+    for p in written:
+        print(f"wrote {p}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,308 @@
+"""Write BENCHMARKS.md from benchmarks/results/*.json (every number comes from those files).
+
+    python benchmarks/report.py [--out BENCHMARKS.md]
+"""
+
+import argparse
+import math
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import common  # noqa: E402
+
+R = common.RESULTS
+
+
+def load(name):
+    path = R / name
+    return common.read_json(path) if path.is_file() else None
+
+
+def f(x, nd=1, signed=False):
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "n/a"
+    return f"{x:+.{nd}f}" if signed else f"{x:.{nd}f}"
+
+
+def yes(flag):
+    return "**met**" if flag else "**not met**"
+
+
+def pm(s, nd=1):
+    """mean ± std (min–max) of a spread dict."""
+    if not s or s.get("n", 0) == 0:
+        return "n/a"
+    if s["n"] == 1:
+        return f(s["mean"], nd)
+    return f"{f(s['mean'], nd)} ± {f(s['std'], nd)} ({f(s['min'], nd)}–{f(s['max'], nd)})"
+
+
+def machine_section(run_all, others):
+    lines = ["## Machine and run", ""]
+    if run_all is None:
+        lines += ["No `benchmarks/results/run_all.json`: the sections below were run one by one.", ""]
+        m = next((o["machine"] for o in others if "machine" in o), {})
+    else:
+        m = run_all["machine"]
+        lines += [f"* command: `{run_all['command']}` (started {run_all['started']}, finished "
+                  f"{run_all['finished']}, {f(run_all['seconds'] / 60)} minutes in all)"]
+    lines += [
+        f"* CPU: {m.get('cpu_model', 'unknown')}, {m.get('cpus')} logical CPUs, "
+        f"{m.get('memory_gb', 'n/a')} GB memory; {m.get('platform')}",
+        f"* Python {m.get('python')}, torch {m.get('torch')}, fairseq {m.get('fairseq')}",
+    ]
+    if run_all is not None:
+        lines.append(f"* load average (1, 5, 15 min) at the start {run_all['machine']['loadavg']}, at the end "
+                     f"{run_all['loadavg_at_end']}")
+        busy = run_all["other_jobs_at_start"] + run_all["other_jobs_at_end"]
+        lines.append("* other training/test jobs seen on the machine: "
+                     + ("none" if not busy else f"{len(busy)} (timings are noisy): " +
+                        "; ".join(f"`{c[:100]}`" for c in busy[:6])))
+        lines += ["", "| section | minutes | status | load before | load after |", "|---|---|---|---|---|"]
+        for name, s in run_all["sections"].items():
+            lines.append(f"| {name} | {f(s['seconds'] / 60)} | {'ok' if s['status'] == 0 else 'FAILED'} | "
+                         f"{s['loadavg_before'][0]} | {s['loadavg_after'][0]} |")
+        quick = load("run_all_quick.json")
+        if quick and not run_all.get("quick"):
+            lines.append(f"\n`make bench-quick` (`{quick['command']}`, {quick['started']}): "
+                         f"{f(quick['seconds'] / 60)} minutes, load average at the start "
+                         f"{quick['machine']['loadavg']}; its results are overwritten by the full run's.")
+    lines.append("")
+    return lines
+
+
+def speed_section(speed, augment):
+    lines = ["## 1. Training cost: `--task clear` against fairseq's masked LM", ""]
+    if speed is None:
+        return lines + ["Not run.", ""]
+    m = speed["model"]
+    lines += [
+        f"`{speed['command']}`. Real `fairseq-train` runs (through `benchmarks/fairseq_train_timed.py`, which "
+        f"times every `Trainer.train_step`), {m['layers']} layers x {m['embed_dim']} (FFN {m['ffn_dim']}, "
+        f"{m['heads']} heads), vocabulary {m['vocab']}, {speed['batch_sentences']} sentences per update, "
+        f"pinned to CPU {speed['pinned_cpu']} with {speed['threads']} thread; {speed['rounds']} alternating "
+        f"round(s) of {speed['timed_updates']} timed updates after {speed['warmup_updates']} warm-up updates. "
+        "Both tasks read the same binarized sentences and build the same batches in the same order "
+        "(checked by the sentence ids of every batch), so the MLM half of a CLEAR update is exactly "
+        "fairseq's update. *ratio* = sum over the timed updates of the median (over rounds) update time, "
+        "over masked_lm's; *floor* = (tokens in s + s~1 + s~2) / tokens in s on the same batches; "
+        "*padded* counts padding too. Goal: ratio <= 1.10 x floor.",
+        "",
+        "| configuration | median update (s) | ratio | CPU-time ratio | token floor | padded floor | ratio / floor "
+        "| goal | waiting for data | peak RSS (MB) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, s in speed["results"].items():
+        goal = "" if s["meets_goal"] is None else ("met" if s["meets_goal"] else "**not met**")
+        same = "" if s["same_batches_as_masked_lm"] else " (batches differ!)"
+        lines.append(
+            f"| {name}{same} | {f(s['median_update_s'], 3)} | {f(s['ratio_vs_masked_lm'], 3)} | "
+            f"{f(s['cpu_ratio_vs_masked_lm'], 3)} | {f(s['token_floor'], 3)} | {f(s['padded_floor'], 3)} | "
+            f"{f(s['ratio_over_floor'], 3)} | {goal} | {f(100 * s['data_wait_share'], 1)}% | "
+            f"{f(s['peak_rss_mb'], 0)} |")
+    rated = [s for n, s in speed["results"].items() if s["meets_goal"] is not None and n != "clear --mlm-only"]
+    met = sum(1 for s in rated if s["meets_goal"])
+    worst = max(rated, key=lambda s: s["ratio_over_floor"]) if rated else None
+    lines += ["", f"Goal (ratio <= 1.10 x floor) met by {met} of {len(rated)} augmentation configurations"
+              + (f"; the highest ratio / floor is {f(worst['ratio_over_floor'], 3)}." if worst else "."),
+              "", "![throughput ratios](benchmarks/results/speed_ratio.png)", ""]
+    lines += ["## 2. Data pipeline", ""]
+    if augment is not None:
+        lines += [
+            f"`{augment['command']}`: {augment['sentences']} WikiText training sentences (mean "
+            f"{augment['mean_sentence_tokens']} tokens), one CPU ({augment['pinned_cpus']}), best of "
+            f"{augment['repeats']} passes. *function*: the pure augmentation `f(body, rng)`; *dataset view*: "
+            "what the data loader pays per view (re-keying Philox by (seed, epoch, index, view), the "
+            "function, `<s>`/`</s>`, the tensor). Goal: >= 50,000 sentences/s for each augmentation alone.",
+            "",
+            "| augmentation | function (sentences/s) | µs | dataset view (sentences/s) | µs | view tokens | goal |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for name, s in augment["results"].items():
+            goal = "" if s["meets_goal"] is None else ("met" if s["meets_goal"] else "**not met**")
+            lines.append(f"| {name} | {s['function_sentences_per_s']:,} | {s['function_us_per_sentence']} | "
+                         f"{s['view_sentences_per_s']:,} | {s['view_us_per_sentence']} | {s['mean_view_tokens']} | "
+                         f"{goal} |")
+        lines.append("")
+    if speed is not None:
+        waits = {n: s["data_wait_share"] for n, s in speed["results"].items()}
+        top = max(waits, key=waits.get)
+        lines += [f"Share of an update's wall time spent between `train_step` calls (waiting for the batch, "
+                  f"with fairseq's prefetch thread on the same core, `--num-workers 0`): at most "
+                  f"{f(100 * waits[top], 1)}% ({top}); per configuration in the table of section 1.", ""]
+    return lines
+
+
+def quality_section(q):
+    lines = ["## 3. Quality at equal compute (small-scale reproduction of Tables 2 and 3)", ""]
+    if q is None:
+        return lines + ["Not run.", ""]
+    s = q["settings"]
+    lines += [
+        f"`{q['command']}`. From scratch on {s['train_sentences']} WikiText sentences "
+        f"({s['train_documents']} documents for DeCLUTR), clear_roberta {s['layers']} layers x {s['dim']} "
+        f"({s['heads']} heads), vocabulary {s['vocab']}, {s['batch_size']} sentences per update "
+        f"(Double-batch: twice), {s['updates']} updates, Adam lr {s['lr']} with "
+        f"{f(100 * s['warmup_share'], 0)}% warm-up and linear decay, the same for every variant; "
+        f"τ = {s['temperature']} for CLEAR (0.05 for DeCLUTR and SimCSE, their papers' value); seeds "
+        f"{s['seeds']}; {s['jobs']} runs at a time, 1 thread each. STS: `clear-eval-sts` (SentEval copy, "
+        "Spearman x 100, average of SICK-R, STS-B, STS12–16). GLUE: `examples/glue/finetune.sh` (fairseq "
+        f"sentence_prediction, CPU) for {s['glue_updates']} updates of {s['glue_batch']} examples at lr "
+        f"{s['glue_lr']}, dev score of seed(s) {s['glue_seeds']} on {', '.join(s['glue_tasks'])}. "
+        "Cells: mean ± std (min–max) over seeds.",
+        "",
+    ]
+    glue_tasks = s["glue_tasks"]
+    head = "| variant | STS avg [CLS] | STS avg mean | " + " | ".join(glue_tasks) + " | GLUE avg | final cl_acc % | updates | train s |"
+    lines += [head, "|" + "---|" * (8 + len(glue_tasks))]
+    for key, row in q["table"].items():
+        glue = " | ".join(pm(row["glue"].get(t)) for t in glue_tasks)
+        lines.append(f"| {key} | {pm(row['sts_cls'])} | {pm(row['sts_mean'])} | {glue} | "
+                     f"{pm(row.get('glue_avg'))} | {pm(row.get('final_cl_acc'))} | {f(row['updates']['mean'], 0)} | "
+                     f"{f(row['train_seconds']['mean'], 0)} |")
+    lines += ["", "Per-task STS ([CLS] / mean pooling, mean over seeds):", ""]
+    first = next(iter(q["table"].values()))
+    tasks = [t for t in first["sts_cls_tasks"] if t != "Avg"]
+    lines += ["| variant | " + " | ".join(tasks) + " |", "|" + "---|" * (1 + len(tasks))]
+    for key, row in q["table"].items():
+        cells = [f"{f(row['sts_cls_tasks'][t]['mean'])} / {f(row['sts_mean_tasks'][t]['mean'])}" for t in tasks]
+        lines.append(f"| {key} | " + " | ".join(cells) + " |")
+    lines += ["", "### Goals", ""]
+    names = {
+        "equal_updates_vs_mlm_only": "equal updates: best CLEAR variant vs MLM only (goal >= +10)",
+        "equal_updates_vs_best_mlm_baseline": "equal updates: best CLEAR variant vs the best MLM-only baseline "
+                                              "(MLM only, Double-MLM, Double-batch) (goal >= +10)",
+        "equal_updates_best_contrastive_vs_mlm_only": "equal updates: best contrastive model of any kind "
+                                                      "(CLEAR, DeCLUTR, SimCSE) vs MLM only (for reference)",
+        "equal_wall_clock_vs_mlm_only": "equal wall-clock: best CLEAR variant vs MLM only trained for as long "
+                                        "(goal >= +5.7)",
+    }
+    for k, label in names.items():
+        g = q["goals"].get(k)
+        if not g:
+            continue
+        lines.append(f"* {label}: {g['a']} ({g['a_pooling']}) {f(g['a_mean'])} [{f(g['a_min'])}–{f(g['a_max'])}] vs "
+                     f"{g['b']} ({g['b_pooling']}) {f(g['b_mean'])} [{f(g['b_min'])}–{f(g['b_max'])}]: "
+                     f"{f(g['difference'], 1, True)} points; seed ranges "
+                     f"{'do not overlap' if g['outside_spread'] else 'overlap (not a win)'} -> {yes(g['met'])}"
+                     + ("" if "reference" not in label else " (no goal)"))
+    et = q.get("equal_time")
+    if et:
+        lines.append(f"* equal wall-clock runs: MLM only trained {pm(et['mlm_updates'], 0)} updates in "
+                     f"{pm(et['mlm_train_seconds'], 0)} s against {et['clear_variant']}'s "
+                     f"{pm(et['clear_train_seconds'], 0)} s (budget: its median, "
+                     f"{f(et['time_budget_s'], 0)} s).")
+    if q.get("failures"):
+        lines += ["", "Failed runs: " + "; ".join(q["failures"])]
+    notes = q.get("notes") or []
+    if notes:
+        lines += ["", "### Notes", ""] + [f"* {n}" for n in notes]
+    lines += ["", "![STS average per variant](benchmarks/results/sts_avg.png)", "",
+              "![GLUE dev](benchmarks/results/glue.png)", "",
+              "Training curves (every run, 10-update moving average):", "",
+              "![MLM loss](benchmarks/results/curves_mlm_loss.png)", "",
+              "![contrastive loss](benchmarks/results/curves_cl_loss.png)", "",
+              "![contrastive accuracy](benchmarks/results/curves_cl_acc.png)", ""]
+    return lines
+
+
+def scaling_section(sc):
+    lines = ["## 4. Scaling: 1 rank against 2 ranks (gloo, CPU)", ""]
+    if sc is None:
+        return lines + ["Not run.", ""]
+    eq = sc["equivalence"]
+    lines += [
+        f"`{sc['command']}`; {sc['model']}, global batch {sc['global_batch']} sentences (2 ranks x "
+        f"{sc['per_rank_batch']}), dropout 0, first epoch unshuffled, so both runs train on the same sentences "
+        "in every update.",
+        "",
+        "| update | loss, 1 rank | loss, 2 ranks (negatives gathered) | abs. difference | loss, 2 ranks, local negatives "
+        "| negatives per anchor: gathered / local |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in eq["updates"]:
+        lines.append(f"| {r['update']} | {r['loss_1rank']:.7f} | {r['loss_2ranks']:.7f} | {r['loss_abs_diff']:.1e} | "
+                     f"{r.get('loss_2ranks_local', float('nan')):.7f} | {r['negatives_per_anchor_gathered']} / "
+                     f"{r['negatives_per_anchor_local']} |")
+    lines += ["", f"Largest difference over loss, mlm_loss and cl_loss: {eq['max_abs_loss_difference']:.1e} "
+              f"(tolerance {eq['tolerance']}) -> {yes(eq['met'])}.", "",
+              "| layout (global batch the same) | sentences/s | median update (s) | speed-up |", "|---|---|---|---|"]
+    for name, t in sc["throughput"].items():
+        lines.append(f"| {name} | {f(t['sentences_per_s'])} | {f(t['median_update_s'], 3)} | "
+                     f"{f(t['speedup_vs_1_rank_1_thread'], 2)} |")
+    lines.append("")
+    return lines
+
+
+def others_section(pre, emb):
+    lines = ["## 5. Other benchmarks (preprocessing, embedding)", ""]
+    if pre is not None:
+        lines.append(f"* `{pre['command']}`: see `benchmarks/results/bench_preprocess.json`. Sentences/s per stage:")
+        for stage, by_w in pre["stages"].items():
+            key = "sentences_per_s_without_startup" if stage == "binarizing" else "sentences_per_s"
+            cells = ", ".join(f"{w} worker(s) {v[key]:,}" for w, v in by_w.items() if isinstance(v, dict) and key in v)
+            lines.append(f"  * {stage}: {cells}")
+    if emb is not None:
+        r = emb["sentences_per_second"]
+        lines.append(f"* `{emb['command']}`: embed() {f(r['embed'])} sentences/s, sentence-transformers "
+                     f"{f(r['sentence_transformers'])}, per-sentence loop {f(r['extract_features_loop'])}; "
+                     f"ratios {f(emb['ratio_vs_sentence_transformers'], 2)}x (goal >= "
+                     f"{emb['goals']['vs_sentence_transformers']}x) and {f(emb['ratio_vs_loop'], 1)}x (goal >= "
+                     f"{emb['goals']['vs_loop']}x).")
+    if pre is None and emb is None:
+        lines.append("Not run.")
+    lines.append("")
+    return lines
+
+
+def headline(speed, q, sc):
+    lines = ["## Headline", ""]
+    if speed is not None:
+        rs = {n: s for n, s in speed["results"].items() if n.startswith("clear ") and n != "clear --mlm-only"}
+        cells = ", ".join(f"{n[6:]} {f(s['ratio_vs_masked_lm'], 2)}x (floor {f(s['token_floor'], 2)})"
+                          for n, s in rs.items())
+        lines.append(f"* Cost per update against fairseq masked_lm on the same batches: {cells}.")
+    if q is not None:
+        for k in ("equal_updates_vs_mlm_only", "equal_wall_clock_vs_mlm_only"):
+            g = q["goals"].get(k)
+            if g:
+                lines.append(f"* {'Equal updates' if 'updates' in k else 'Equal wall-clock'}: {g['a']} "
+                             f"({g['a_pooling']}) {f(g['a_mean'])} vs {g['b']} ({g['b_pooling']}) {f(g['b_mean'])} STS avg, "
+                             f"{f(g['difference'], 1, True)} (goal +{g['goal']}) -> {yes(g['met'])}.")
+    if sc is not None:
+        lines.append(f"* 2 ranks reproduce 1 rank's losses within {sc['equivalence']['max_abs_loss_difference']:.1e}.")
+    lines.append("")
+    return lines
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", default=str(common.REPO / "BENCHMARKS.md"))
+    args = parser.parse_args()
+    run_all = load("run_all.json") or load("run_all_quick.json")
+    speed, augment, q = load("train_speed.json"), load("augment.json"), load("quality.json")
+    sc, pre, emb = load("scaling.json"), load("bench_preprocess.json"), load("bench_embed.json")
+    others = [x for x in (speed, augment, q, sc) if x is not None]
+    lines = [
+        "# Benchmarks",
+        "",
+        "Generated by `benchmarks/report.py` from `benchmarks/results/*.json`, written by `make bench` "
+        "(`python benchmarks/run_all.py`); every number below comes from those files. Re-run `make bench` "
+        "(about an hour on 2 CPU cores) or `make bench-quick` (under 10 minutes, smaller) to reproduce them. "
+        "The shared data in `../shared/data` (WikiText, SentEval STS, GLUE, the counter-fitted synonyms) is "
+        "read, never copied.",
+        "",
+    ]
+    lines += headline(speed, q, sc)
+    lines += machine_section(run_all, others)
+    lines += speed_section(speed, augment)
+    lines += quality_section(q)
+    lines += scaling_section(sc)
+    lines += others_section(pre, emb)
+    Path(args.out).write_text("\n".join(lines) + "\n")
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

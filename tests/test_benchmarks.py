@@ -1,0 +1,109 @@
+"""Smoke tests of the benchmark harness (benchmarks/) at tiny size; no timings are asserted."""
+
+import importlib
+import json
+import sys
+
+import pytest
+
+from helpers import REPO, USER_DIR, make_binarized, run_cli, synthetic_sentences
+
+BENCH = REPO / "benchmarks"
+
+
+def bench_module(name, monkeypatch, results=None):
+    if results is not None:
+        monkeypatch.setenv("CLEAR_BENCH_RESULTS", str(results))
+    monkeypatch.syspath_prepend(str(BENCH))
+    for mod in ("common", name):
+        sys.modules.pop(mod, None)
+    return importlib.import_module(name)
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    work = tmp_path_factory.mktemp("bench")
+    return make_binarized(work, synthetic_sentences(400, seed=3), synthetic_sentences(40, seed=4))
+
+
+def timed_run(data, out, *task_args, updates=4):
+    args = [sys.executable, BENCH / "fairseq_train_timed.py", "--bench-out", out, data,
+            "--arch", "roberta" if "masked_lm" in task_args else "clear_roberta",
+            "--encoder-layers", "1", "--encoder-embed-dim", "32", "--encoder-ffn-embed-dim", "64",
+            "--encoder-attention-heads", "2", "--tokens-per-sample", "64", "--max-positions", "64",
+            "--batch-size", "8", "--required-batch-size-multiple", "1", "--optimizer", "adam", "--lr", "1e-3",
+            "--max-update", str(updates), "--cpu", "--num-workers", "0", "--seed", "1",
+            "--disable-validation", "--no-save", "--log-format", "json", "--log-interval", "100", *task_args]
+    run_cli(args)
+    return json.loads(out.read_text())
+
+
+def test_timed_train_sees_the_same_batches_as_masked_lm(data, tmp_path):
+    """The speed benchmark's premise: masked_lm and --task clear build the same batches in the same order."""
+    mlm = timed_run(data, tmp_path / "mlm.json", "--task", "masked_lm", "--criterion", "masked_lm",
+                    "--sample-break-mode", "eos")
+    clear = timed_run(data, tmp_path / "clear.json", "--user-dir", USER_DIR, "--task", "clear",
+                      "--criterion", "clear", "--augmentations", "del-word")
+    assert len(mlm["records"]) == len(clear["records"]) == 4
+    for a, b in zip(mlm["records"], clear["records"]):
+        assert a["ids"] == b["ids"] and a["s_tokens"] == b["s_tokens"]
+        assert a["views_tokens"] == 0 and 0 < b["views_tokens"] <= b["views_padded"]
+        assert b["views_rows"] == 2 * b["sentences"]
+        assert a["mlm_loss"] > 0 and b["cl_loss"] > 0 and 0 <= b["cl_acc"] <= 100
+        assert a["step_s"] > 0 and a["step_cpu_s"] >= 0
+    assert mlm["peak_rss_mb"] > 0 and clear["train_seconds"] > 0
+
+
+def test_speed_summary_ratio_and_floor(monkeypatch, tmp_path):
+    speed = bench_module("bench_train_speed", monkeypatch, tmp_path)
+
+    def run(step, s_tok, v_tok):
+        recs = [{"step_s": step, "gap_s": 0.0, "step_cpu_s": step, "gap_cpu_s": 0.0, "s_tokens": s_tok,
+                 "views_tokens": v_tok, "s_padded": s_tok, "views_padded": v_tok + 2, "sentences": 8,
+                 "ids": [k]} for k in range(5)]
+        return {"records": recs, "peak_rss_mb": 100.0}
+
+    out = speed.summarize({"masked_lm": [run(1.0, 100, 0)], "clear del-word": [run(2.0, 100, 90), run(2.2, 100, 90)]},
+                          warmup=1)
+    dw = out["clear del-word"]
+    assert dw["token_floor"] == pytest.approx(1.9)
+    assert dw["ratio_vs_masked_lm"] == pytest.approx(2.1)  # median of 2.0 and 2.2
+    assert dw["meets_goal"] is (2.1 <= 1.10 * 1.9)
+    assert dw["same_batches_as_masked_lm"] and out["masked_lm"]["meets_goal"] is None
+
+
+def test_quality_comparison_needs_the_spread(monkeypatch, tmp_path):
+    quality = bench_module("bench_quality", monkeypatch, tmp_path)
+
+    def row(name, cls, mean):
+        return {"variant": name, "sts_cls": quality.spread(cls), "sts_mean": quality.spread(mean)}
+
+    clear, mlm = row("CL", [50, 52, 54], [40, 41, 42]), row("MLM", [20, 21, 22], [39, 40, 41])
+    g = quality.compare(clear, mlm, 10.0)
+    assert g["a_pooling"] == "cls" and g["b_pooling"] == "mean"
+    assert g["difference"] == pytest.approx(12.0) and g["outside_spread"] and g["met"]
+    close = row("MLM2", [20, 21, 22], [39, 40, 51])
+    assert not quality.compare(clear, close, 10.0)["outside_spread"]
+
+
+def test_report_and_plots_from_results(monkeypatch, tmp_path):
+    """BENCHMARKS.md and the PNGs are generated from whatever results exist."""
+    speed = {"command": "c", "model": {"layers": 1, "embed_dim": 32, "ffn_dim": 64, "heads": 2, "vocab": 10,
+                                        "tokens_per_sample": 64},
+             "batch_sentences": 8, "rounds": 1, "warmup_updates": 1, "timed_updates": 2, "pinned_cpu": 0,
+             "threads": 1, "goal": "ratio <= 1.1 x token floor",
+             "results": {n: {"median_update_s": 0.1, "ratio_vs_masked_lm": r, "cpu_ratio_vs_masked_lm": r,
+                             "token_floor": fl, "padded_floor": fl, "ratio_over_floor": r / fl,
+                             "meets_goal": None if n == "masked_lm" else r <= 1.1 * fl, "data_wait_share": 0.01,
+                             "peak_rss_mb": 500, "same_batches_as_masked_lm": True}
+                         for n, r, fl in (("masked_lm", 1.0, 1.0), ("clear del-word", 2.0, 1.9))}}
+    (tmp_path / "train_speed.json").write_text(json.dumps(speed))
+    plots = bench_module("plots", monkeypatch, tmp_path)
+    plots.main()
+    assert (tmp_path / "speed_ratio.png").stat().st_size > 0
+    report = bench_module("report", monkeypatch, tmp_path)
+    out = tmp_path / "BENCHMARKS.md"
+    monkeypatch.setattr(sys, "argv", ["report.py", "--out", str(out)])
+    report.main()
+    text = out.read_text()
+    assert "clear del-word" in text and "| 2.000 |" in text and "Not run." in text
