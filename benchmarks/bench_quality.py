@@ -218,12 +218,13 @@ def compare(a_row, b_row, goal):
     pa, sa = best_pooling(a_row)
     pb, sb = best_pooling(b_row)
     diff = sa["mean"] - sb["mean"]
-    # a win must clear the seed spread: the worst seed of one above the best seed of the other
-    outside = sa["min"] > sb["max"]
+    # a win must clear the seed spread: the worst seed of one above the best seed of the other;
+    # with a single seed there is no spread to clear, so no win can be claimed
+    outside = sa["min"] > sb["max"] if min(sa["n"], sb["n"]) >= 2 else None
     return {"a": a_row["variant"], "a_pooling": pa, "a_mean": sa["mean"], "a_min": sa["min"], "a_max": sa["max"],
             "b": b_row["variant"], "b_pooling": pb, "b_mean": sb["mean"], "b_min": sb["min"], "b_max": sb["max"],
             "difference": diff, "goal": goal, "outside_spread": outside,
-            "met": bool(diff >= goal and outside)}
+            "met": bool(diff >= goal and outside), "seeds": min(sa["n"], sb["n"])}
 
 
 def main():

@@ -185,7 +185,7 @@ def quality_section(q):
         lines.append(f"* {label}: {g['a']} ({g['a_pooling']}) {f(g['a_mean'])} [{f(g['a_min'])}–{f(g['a_max'])}] vs "
                      f"{g['b']} ({g['b_pooling']}) {f(g['b_mean'])} [{f(g['b_min'])}–{f(g['b_max'])}]: "
                      f"{f(g['difference'], 1, True)} points; seed ranges "
-                     f"{'do not overlap' if g['outside_spread'] else 'overlap (not a win)'} -> {yes(g['met'])}"
+                     f"{ {True: 'do not overlap', False: 'overlap (not a win)', None: 'n/a (one seed: no win can be claimed)'}[g['outside_spread']] } -> {yes(g['met'])}"
                      + ("" if "reference" not in label else " (no goal)"))
     et = q.get("equal_time")
     if et:

@@ -82,6 +82,8 @@ def test_quality_comparison_needs_the_spread(monkeypatch, tmp_path):
     g = quality.compare(clear, mlm, 10.0)
     assert g["a_pooling"] == "cls" and g["b_pooling"] == "mean"
     assert g["difference"] == pytest.approx(12.0) and g["outside_spread"] and g["met"]
+    single = quality.compare(row("a", [60], [40]), row("b", [20], [30]), 10.0)
+    assert single["outside_spread"] is None and not single["met"]
     close = row("MLM2", [20, 21, 22], [39, 40, 51])
     assert not quality.compare(clear, close, 10.0)["outside_spread"]
 

@@ -12,10 +12,13 @@ class EpochShuffledDataset(BaseWrapperDataset):
     epochs on 1,406 pairs), so the order here depends on (seed, epoch).
     """
 
-    def __init__(self, dataset, seed: int):
+    def __init__(self, dataset, seed: int, sizes=None):
         super().__init__(dataset)
         self.seed = seed
         self.epoch = 1
+        # with sizes, samples are ordered by length and shuffled among equal
+        # lengths: batches still regroup every epoch, with little padding
+        self.bucket_sizes = None if sizes is None else np.asarray(sizes)
 
     @property
     def can_reuse_epoch_itr_across_epochs(self):
@@ -27,4 +30,7 @@ class EpochShuffledDataset(BaseWrapperDataset):
 
     def ordered_indices(self):
         with data_utils.numpy_seed(self.seed, self.epoch):
-            return np.random.permutation(len(self.dataset))
+            order = np.random.permutation(len(self.dataset))
+        if self.bucket_sizes is None:
+            return order
+        return order[np.argsort(self.bucket_sizes[order], kind="stable")]

@@ -21,14 +21,13 @@ from fairseq.data import (
     NumelDataset,
     NumSamplesDataset,
     RightPadDataset,
-    SortDataset,
     data_utils,
 )
 from fairseq.tasks import register_task
 from fairseq.tasks.masked_lm import MaskedLMConfig, MaskedLMTask
 
 from .. import augmentations as aug
-from ..data import ContrastiveViewsDataset, SentenceDataset, batching, prefetch_threads
+from ..data import ContrastiveViewsDataset, EpochShuffledDataset, SentenceDataset, batching, prefetch_threads
 from ..evaluation.sts_validation import HELP as STS_VALIDATION_HELP, StsValidationMixin
 
 logger = logging.getLogger(__name__)
@@ -341,9 +340,9 @@ class ClearTask(StsValidationMixin, MaskedLMTask):
                 pad=pad,
             )
         dataset = NestedDictionaryDataset(defn, sizes=[sentences.sizes])
-        with data_utils.numpy_seed(self.cfg.seed):
-            shuffle = np.random.permutation(len(sentences))
-        self.datasets[split] = SortDataset(dataset, sort_order=[shuffle, sentences.sizes])
+        # the batch is the set of negatives: regroup it every epoch (fairseq's
+        # SortDataset would fix which sentences meet for the whole run)
+        self.datasets[split] = EpochShuffledDataset(dataset, self.cfg.seed, sizes=sentences.sizes)
 
     def get_batch_iterator(self, dataset, *args, **kwargs):
         with batching.keeping_last_batch(dataset):  # fairseq drops it: see data/batching.py
