@@ -42,6 +42,8 @@ GOAL_EQUAL_TIME = 5.7
 def variants(syn):
     """name → (kind, extra fairseq-train args, batch multiplier)."""
     return {
+        # reference: the untrained encoder (one update at a negligible learning rate)
+        "Random init (no training)": ("init", ["--mlm-only"], 1),
         "MLM only": ("mlm", ["--mlm-only"], 1),
         "Double-MLM": ("mlm", ["--mlm-only", "--double-mlm"], 1),
         "Double-batch": ("mlm", ["--mlm-only"], 2),
@@ -58,7 +60,7 @@ def variants(syn):
     }
 
 
-QUICK_VARIANTS = ["MLM only", "MLM+del-word", "SimCSE-unsup"]
+QUICK_VARIANTS = ["Random init (no training)", "MLM only", "MLM+del-word", "SimCSE-unsup"]
 
 
 def train_command(cfg, name, kind, extra, mult, seed, save_dir, max_update, total=None, stop_hours=None):
@@ -141,6 +143,9 @@ def run_variant(cfg, name, spec, seed, glue_bin, max_update, tag="", total=None,
     save_dir = common.RUNS / "quality" / f"{slug}.s{seed}"
     shutil.rmtree(save_dir, ignore_errors=True)
     save_dir.mkdir(parents=True)
+    if kind == "init":
+        cfg = dict(cfg, lr="1e-12")
+        max_update = total = 1
     cmd = train_command(cfg, name, kind, extra, mult, seed, save_dir, max_update, total, stop_hours)
     _, seconds, _ = common.run(cmd, save_dir / "train.log", threads=1)
     timed = common.read_json(save_dir / "timed.json")
@@ -232,8 +237,8 @@ def main():
     parser.add_argument("--quick", action="store_true", help="3 variants, 1 seed, fewer updates, GLUE on 1 task")
     parser.add_argument("--variants", help="';'-separated variant names (default: all)")
     parser.add_argument("--seeds", default="1,2,3")
-    parser.add_argument("--updates", type=int, default=250)
-    parser.add_argument("--batch-size", type=int, default=64, help="sentences per update (Double-batch: twice)")
+    parser.add_argument("--updates", type=int, default=300)
+    parser.add_argument("--batch-size", type=int, default=32, help="sentences per update (Double-batch: twice)")
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--dim", type=int, default=128)
     parser.add_argument("--heads", type=int, default=4)
@@ -330,6 +335,10 @@ def main():
                        and row["tag"] == "equal-updates"]
         best_any = max(contrastive, key=lambda row: best_pooling(row)[1]["mean"])
         goals["equal_updates_best_contrastive_vs_mlm_only"] = compare(best_any, table["MLM only"], GOAL_EQUAL_UPDATES)
+        init = table.get("Random init (no training)")
+        if init:  # what pre-training adds over the untrained encoder at all
+            goals["best_clear_vs_random_init"] = compare(best, init, 0.0)
+            goals["mlm_only_vs_random_init"] = compare(table["MLM only"], init, 0.0)
     if equal_time:
         goals["equal_wall_clock_vs_mlm_only"] = equal_time["comparison"]
 

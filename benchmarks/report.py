@@ -83,9 +83,9 @@ def speed_section(speed, augment):
         f"{m['heads']} heads), vocabulary {m['vocab']}, {speed['batch_sentences']} sentences per update, "
         f"pinned to CPU {speed['pinned_cpu']} with {speed['threads']} thread; {speed['rounds']} alternating "
         f"round(s) of {speed['timed_updates']} timed updates after {speed['warmup_updates']} warm-up updates. "
-        "Both tasks read the same binarized sentences and build the same batches in the same order "
-        "(checked by the sentence ids of every batch), so the MLM half of a CLEAR update is exactly "
-        "fairseq's update. *ratio* = sum over the timed updates of the median (over rounds) update time, "
+        "Both tasks read the same binarized sentences and cut the same batches, in the same order, from "
+        "the sentences sorted by length: update k holds sentences of the same lengths in both runs (checked "
+        "on every timed batch), so the MLM half of a CLEAR update has the shape of fairseq's update. *ratio* = sum over the timed updates of the median (over rounds) update time, "
         "over masked_lm's; *floor* = (tokens in s + s~1 + s~2) / tokens in s on the same batches; "
         "*padded* counts padding too. Goal: ratio <= 1.10 x floor.",
         "",
@@ -95,7 +95,7 @@ def speed_section(speed, augment):
     ]
     for name, s in speed["results"].items():
         goal = "" if s["meets_goal"] is None else ("met" if s["meets_goal"] else "**not met**")
-        same = "" if s["same_batches_as_masked_lm"] else " (batches differ!)"
+        same = "" if s.get("same_batch_shapes_as_masked_lm") else " (batch shapes differ!)"
         lines.append(
             f"| {name}{same} | {f(s['median_update_s'], 3)} | {f(s['ratio_vs_masked_lm'], 3)} | "
             f"{f(s['cpu_ratio_vs_masked_lm'], 3)} | {f(s['token_floor'], 3)} | {f(s['padded_floor'], 3)} | "
@@ -139,6 +139,7 @@ def quality_section(q):
     if q is None:
         return lines + ["Not run.", ""]
     s = q["settings"]
+    cls_row = q["table"].get("MLM+del-word [CLS]-trained")
     lines += [
         f"`{q['command']}`. From scratch on {s['train_sentences']} WikiText sentences "
         f"({s['train_documents']} documents for DeCLUTR), clear_roberta {s['layers']} layers x {s['dim']} "
@@ -151,6 +152,14 @@ def quality_section(q):
         f"sentence_prediction, CPU) for {s['glue_updates']} updates of {s['glue_batch']} examples at lr "
         f"{s['glue_lr']}, dev score of seed(s) {s['glue_seeds']} on {', '.join(s['glue_tasks'])}. "
         "Cells: mean ± std (min–max) over seeds.",
+        "",
+        f"Pooling: the CLEAR and SimCSE rows compute the contrastive loss on **{s['contrastive_pooling']}**-pooled "
+        "vectors (DeCLUTR always pools by the mean); the paper pools [CLS]. Trained from scratch at this size, "
+        "[CLS] starts out collapsed (see *Why [CLS] pooling stalls* below); the row *MLM+del-word [CLS]-trained* "
+        "keeps the paper's pooling to show what that costs"
+        + (f": its final contrastive accuracy is {pm(cls_row['final_cl_acc'])}% against a chance level of "
+           f"{f(100.0 / (2 * s['batch_size'] - 1), 2)}%" if cls_row and cls_row.get("final_cl_acc") else "")
+        + ". Both poolings are evaluated for every model.",
         "",
     ]
     glue_tasks = s["glue_tasks"]
@@ -173,20 +182,22 @@ def quality_section(q):
         "equal_updates_vs_mlm_only": "equal updates: best CLEAR variant vs MLM only (goal >= +10)",
         "equal_updates_vs_best_mlm_baseline": "equal updates: best CLEAR variant vs the best MLM-only baseline "
                                               "(MLM only, Double-MLM, Double-batch) (goal >= +10)",
-        "equal_updates_best_contrastive_vs_mlm_only": "equal updates: best contrastive model of any kind "
-                                                      "(CLEAR, DeCLUTR, SimCSE) vs MLM only (for reference)",
+        "equal_updates_best_contrastive_vs_mlm_only": "for reference: at equal updates, the best contrastive model "
+                                                      "of any kind (CLEAR, DeCLUTR, SimCSE) vs MLM only",
         "equal_wall_clock_vs_mlm_only": "equal wall-clock: best CLEAR variant vs MLM only trained for as long "
                                         "(goal >= +5.7)",
+        "best_clear_vs_random_init": "for reference: best CLEAR variant vs the untrained encoder",
+        "mlm_only_vs_random_init": "for reference: MLM only vs the untrained encoder",
     }
+    spread_words = {True: "do not overlap", False: "overlap (not a win)", None: "n/a (one seed: no win can be claimed)"}
     for k, label in names.items():
         g = q["goals"].get(k)
         if not g:
             continue
-        lines.append(f"* {label}: {g['a']} ({g['a_pooling']}) {f(g['a_mean'])} [{f(g['a_min'])}–{f(g['a_max'])}] vs "
-                     f"{g['b']} ({g['b_pooling']}) {f(g['b_mean'])} [{f(g['b_min'])}–{f(g['b_max'])}]: "
-                     f"{f(g['difference'], 1, True)} points; seed ranges "
-                     f"{ {True: 'do not overlap', False: 'overlap (not a win)', None: 'n/a (one seed: no win can be claimed)'}[g['outside_spread']] } -> {yes(g['met'])}"
-                     + ("" if "reference" not in label else " (no goal)"))
+        line = (f"* {label}: {g['a']} ({g['a_pooling']}) {f(g['a_mean'])} [{f(g['a_min'])}–{f(g['a_max'])}] vs "
+                f"{g['b']} ({g['b_pooling']}) {f(g['b_mean'])} [{f(g['b_min'])}–{f(g['b_max'])}]: "
+                f"{f(g['difference'], 1, True)} points; seed ranges {spread_words[g['outside_spread']]}")
+        lines.append(line + ("" if label.startswith("for reference") else f" -> {yes(g['met'])}"))
     et = q.get("equal_time")
     if et:
         lines.append(f"* equal wall-clock runs: MLM only trained {pm(et['mlm_updates'], 0)} updates in "
@@ -204,6 +215,35 @@ def quality_section(q):
               "![MLM loss](benchmarks/results/curves_mlm_loss.png)", "",
               "![contrastive loss](benchmarks/results/curves_cl_loss.png)", "",
               "![contrastive accuracy](benchmarks/results/curves_cl_acc.png)", ""]
+    return lines
+
+
+def collapse_section(c, q):
+    lines = ["### Why [CLS] pooling stalls at this size", ""]
+    if c is None:
+        return lines + ["Not run (`python benchmarks/bench_cls_collapse.py`).", ""]
+    cos = c["init_mean_cosine"]
+    lines += [
+        f"`{c['command']}`: {c['model']}; chance accuracy {f(c['chance_accuracy'], 2)}%. At initialisation "
+        "the [CLS] vectors of different sentences are almost identical (mean pairwise cosine "
+        + ", ".join(f"{f(v['cls'], 5)} at width {d}" for d, v in cos.items())
+        + "; mean pooling: " + ", ".join(f"{f(v['mean'], 3)}" for v in cos.values())
+        + "), so the contrastive loss has next to no signal to follow through [CLS].",
+        "",
+        "| setting | updates | accuracy, first 25 updates (%) | last 25 updates (%) | first update whose "
+        "10-update mean exceeds 3x chance |",
+        "|---|---|---|---|---|",
+    ]
+    for r in c["settings"]:
+        lines.append(f"| {r['name']} | {r['updates']} | {f(r['first_25_mean'], 2)} | {f(r['last_25_mean'], 2)} | "
+                     f"{r['first_update_10_update_mean_above_3x_chance'] or 'never'} |")
+    if q is not None:
+        rows = {k: v for k, v in q["table"].items() if "final_cl_acc" in v and v["tag"] == "equal-updates"}
+        if rows:
+            lines += ["", "Final contrastive accuracy (median of the last 10 updates, mean over seeds) of the "
+                      "quality runs, which train MLM and NT-Xent together: "
+                      + "; ".join(f"{k} {pm(v['final_cl_acc'])}%" for k, v in rows.items()) + "."]
+    lines.append("")
     return lines
 
 
@@ -298,6 +338,7 @@ def main():
     lines += machine_section(run_all, others)
     lines += speed_section(speed, augment)
     lines += quality_section(q)
+    lines += collapse_section(load("cls_collapse.json"), q)
     lines += scaling_section(sc)
     lines += others_section(pre, emb)
     Path(args.out).write_text("\n".join(lines) + "\n")

@@ -11,6 +11,7 @@ Sections, in this order (the timing-sensitive ones first, alone on the machine):
   preprocess  clear-prepare speed and memory                 -> results/bench_preprocess.json
   embed       embed() vs sentence-transformers               -> results/bench_embed.json
   quality     equal-compute reproduction (STS, GLUE)         -> results/quality.json
+  collapse    why [CLS]-pooled contrastive learning stalls   -> results/cls_collapse.json
 
 then plots (results/*.png) and BENCHMARKS.md. A section that fails is reported (and
 the exit status is non-zero) but does not stop the others. The machine, the date, its
@@ -27,7 +28,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common  # noqa: E402
 
-SECTIONS = ["data", "augment", "speed", "scaling", "preprocess", "embed", "quality"]
+SECTIONS = ["data", "augment", "speed", "scaling", "preprocess", "embed", "quality", "collapse"]
 
 
 def section_command(name, quick):
@@ -41,6 +42,7 @@ def section_command(name, quick):
         "preprocess": [py, b / "bench_preprocess.py", *q],
         "embed": [py, b / "bench_embed.py", *(["--repeats", "1", "--loop-sentences", "100"] if quick else [])],
         "quality": [py, b / "bench_quality.py", *q],
+        "collapse": [py, b / "bench_cls_collapse.py", *q],
     }[name]
 
 

@@ -227,22 +227,25 @@ def synonym_substitution(
     k = min(stochastic_round(rate * w, rng), w)
     if k == 0:
         return tokens.copy()
-    picked = np.sort(np.argsort(rng.random(w))[:k])
-    ends = np.append(starts[1:], len(tokens))
-    pieces, last, changed = [], 0, False
+    picked = sorted(np.argsort(rng.random(w))[:k].tolist())
+    # plain lists: numpy calls per word cost more than the lookups themselves
+    bounds = starts.tolist()
+    bounds.append(len(tokens))
+    ids = tokens.tolist()
+    out, last, changed = [], 0, False
     lookup = index.synonyms.get
-    for i in picked.tolist():
-        s, e = int(starts[i]), int(ends[i])
-        options = lookup(tuple(tokens[s:e].tolist()))
+    for i in picked:
+        s, e = bounds[i], bounds[i + 1]
+        options = lookup(tuple(ids[s:e]))
         if not options:
             continue
-        pieces.append(tokens[last:s])
-        pieces.append(options[int(rng.integers(len(options)))])
+        out += ids[last:s]
+        out += options[int(rng.integers(len(options)))].tolist()
         last, changed = e, True
     if not changed:
         return tokens.copy()
-    pieces.append(tokens[last:])
-    return np.concatenate(pieces).astype(tokens.dtype, copy=False)
+    out += ids[last:]
+    return np.array(out, dtype=tokens.dtype)
 
 
 def identity(tokens: np.ndarray, rng: np.random.Generator) -> np.ndarray:

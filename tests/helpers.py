@@ -35,6 +35,8 @@ def run_cli(args, cwd=None, env=None, check=True, timeout=900):
     full_env = dict(os.environ)
     full_env.setdefault("OMP_NUM_THREADS", "1")
     full_env["PYTHONUNBUFFERED"] = "1"
+    # scripts call `python`/`fairseq-preprocess` by name: resolve them in the running environment
+    full_env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), full_env.get("PATH", "")])
     if env:
         full_env.update(env)
     proc = subprocess.run(

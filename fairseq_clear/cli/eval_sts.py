@@ -29,7 +29,7 @@ POOLING_LABELS = {"cls": "[CLS]", "mean": "mean"}
 AGGREGATION_NOTE = (
     'STS12-STS16: SentEval "all" aggregation, as SimCSE reports it: one Spearman over the '
     "pairs of all of a year's subsets pooled together (not the mean of the subsets). "
-    "STS-B and SICK-R: {split} split. Similarity: cosine."
+    "STS-B and SICK-R: {split} split."
 )
 
 
@@ -178,8 +178,8 @@ def format_table(report, name) -> str:
     columns = [t for t in TABLE2_TASKS if t in first] + ["Avg"]
     label_width = max(len(name) + 8, 16)
     lines = [
-        f"SentEval STS: Spearman's rho x 100 ({report['metric']}), "
-        f"{'SentEval tokenized+lowercased' if report['sts_copy'] == 'senteval' else 'raw'} copy",
+        "SentEval STS: Spearman's rho x 100 between the cosine similarity of the two sentence "
+        f"vectors and the gold score; {'SentEval tokenized+lowercased' if report['sts_copy'] == 'senteval' else 'raw'} copy",
         report["aggregation_note"],
         "",
         "Method".ljust(label_width) + "".join(c.rjust(8) for c in columns),

@@ -74,4 +74,5 @@ def setup_logging():
         datefmt="%Y-%m-%d %H:%M:%S",
         level=os.environ.get("LOGLEVEL", "INFO").upper(),
         stream=sys.stderr,
+        force=True,  # a library may have configured the root logger on import already
     )

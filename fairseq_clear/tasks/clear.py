@@ -74,18 +74,18 @@ class ClearConfig(MaskedLMConfig):
         default=0.7, metadata={"help": "del-word: share of tokens replaced by [DEL] (paper: 0.7)"}
     )
     del_span_count: int = field(
-        default=5, metadata={"help": "del-span: number of spans deleted (paper: 5)"}
+        default=5, metadata={"help": "del-span: number of spans deleted (paper: 5); short sentences lose fewer spans so that the expected deleted share stays count x ratio (25%)"}
     )
     del_span_ratio: float = field(
         default=0.05,
-        metadata={"help": "del-span: length of each span, as a share of the sentence (paper: 0.05)"},
+        metadata={"help": "del-span: length of each span as a share of the sentence, rounded up to whole tokens (paper: 0.05)"},
     )
     reorder_pairs: int = field(
-        default=5, metadata={"help": "reorder: number of span pairs swapped (paper: 5)"}
+        default=5, metadata={"help": "reorder: number of span pairs swapped (paper: 5); fewer in short sentences, keeping the expected moved share at 2 x pairs x ratio"}
     )
     reorder_span_ratio: float = field(
         default=0.05,
-        metadata={"help": "reorder: length of each span, as a share of the sentence (paper: ~0.05)"},
+        metadata={"help": "reorder: length of each span as a share of the sentence, rounded up to whole tokens (paper: ~0.05)"},
     )
     subs_rate: float = field(
         default=0.3,
