@@ -89,7 +89,7 @@ def init_cosines(data, dim, layers, batch):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="the reference and mean pooling only, fewer updates")
-    parser.add_argument("--updates", type=int, default=150)
+    parser.add_argument("--updates", type=int, default=100)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--dim", type=int, default=128)

@@ -60,6 +60,8 @@ def variants(syn):
     }
 
 
+# extra rows beyond the issue's list, run on the first seed only to fit `make bench`'s hour
+FIRST_SEED_ONLY = {"MLM+del-word [CLS]-trained"}
 QUICK_VARIANTS = ["Random init (no training)", "MLM only", "MLM+del-word", "SimCSE-unsup"]
 
 
@@ -120,7 +122,8 @@ def prepare_glue(data, log_dir):
 
 def finetune(cfg, glue_bin, task, ckpt, seed, save_dir):
     updates = cfg["glue_updates"]
-    e = {"CPU": 1, "MAX_EPOCH": 1, "MAX_SENTENCES": cfg["glue_batch"], "DATA_BIN": glue_bin / f"{task}-bin",
+    e = {"CPU": 1, "MAX_EPOCH": 10,  # --max-update ends it (RTE: ~150 updates per epoch)
+          "MAX_SENTENCES": cfg["glue_batch"], "DATA_BIN": glue_bin / f"{task}-bin",
          "SAVE_DIR": save_dir, "SEED": seed, "PYTHON": sys.executable,
          "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
     cmd = ["bash", common.REPO / "examples" / "glue" / "finetune.sh", task, ckpt,
@@ -237,7 +240,7 @@ def main():
     parser.add_argument("--quick", action="store_true", help="3 variants, 1 seed, fewer updates, GLUE on 1 task")
     parser.add_argument("--variants", help="';'-separated variant names (default: all)")
     parser.add_argument("--seeds", default="1,2,3")
-    parser.add_argument("--updates", type=int, default=300)
+    parser.add_argument("--updates", type=int, default=200)
     parser.add_argument("--batch-size", type=int, default=32, help="sentences per update (Double-batch: twice)")
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--dim", type=int, default=128)
@@ -250,9 +253,11 @@ def main():
                         "from scratch at this size [CLS] stays collapsed, see BENCHMARKS.md); one extra "
                         "variant always trains del-word on [CLS]")
     parser.add_argument("--glue-seeds", default="1", help="seeds whose models are fine-tuned on GLUE")
-    parser.add_argument("--glue-updates", type=int, default=100)
+    parser.add_argument("--glue-updates", type=int, default=150)
     parser.add_argument("--glue-batch", type=int, default=16)
-    parser.add_argument("--glue-lr", default="1e-4")
+    parser.add_argument("--glue-lr", default="5e-4",
+                        help="fine-tuning lr (RoBERTa's 1e-5..3e-5 suits base models; at 1e-4 this small model "
+                        "stayed at the majority class in 200 updates)")
     parser.add_argument("--no-equal-time", action="store_true", help="skip the equal wall-clock runs")
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--keep-checkpoints", action="store_true")
@@ -285,7 +290,7 @@ def main():
     others_before = common.other_jobs()
 
     # phase 1: every variant and seed, equal updates
-    jobs = [(n, s) for s in seeds for n in names]
+    jobs = [(n, s) for s in seeds for n in names if s == seeds[0] or n not in FIRST_SEED_ONLY]
     print(f"phase 1: {len(jobs)} runs of {args.updates} updates, {args.jobs} at a time", flush=True)
     results = common.run_parallel(
         [lambda n=n, s=s: run_variant(cfg, n, all_variants[n], s, glue_bin, args.updates,

@@ -14,7 +14,8 @@ Sections, in this order (the timing-sensitive ones first, alone on the machine):
   collapse    why [CLS]-pooled contrastive learning stalls   -> results/cls_collapse.json
 
 then plots (results/*.png) and BENCHMARKS.md. A section that fails is reported (and
-the exit status is non-zero) but does not stop the others. The machine, the date, its
+the exit status is non-zero) but does not stop the others. ``--only`` re-runs some
+sections and keeps the record of the others in results/run_all.json. The machine, the date, its
 load average and any other training/test jobs seen are recorded in
 results/run_all.json: timings from a busy machine are noisy.
 """
@@ -93,10 +94,23 @@ def main():
             print(f"   done in {seconds:.0f} s" + (f": {tail}" if name == "data" else ""), flush=True)
     record["seconds"] = round(time.time() - started, 1)
     record["finished"] = time.strftime("%Y-%m-%d %H:%M:%S %Z")
+    record_path = common.RESULTS / ("run_all_quick.json" if args.quick else "run_all.json")
+    if args.only and record_path.is_file():
+        # a partial re-run: the other sections keep their record; the total is the sum of the
+        # sections' times, i.e. what one run of all of them takes
+        previous = common.read_json(record_path)
+        rerun = {"command": record["command"], "started": record["started"], "sections": wanted}
+        previous["sections"].update(record["sections"])
+        previous["reruns"] = previous.get("reruns", []) + [rerun]
+        previous["seconds"] = round(sum(s["seconds"] for s in previous["sections"].values()), 1)
+        previous["failed"] = [n for n, s in previous["sections"].items() if s["status"] != 0]
+        previous["finished"] = record["finished"]
+        record = previous
     record["loadavg_at_end"] = [round(x, 2) for x in os.getloadavg()]
     record["other_jobs_at_end"] = common.other_jobs()
-    record["failed"] = failed
-    common.write_json(common.RESULTS / ("run_all_quick.json" if args.quick else "run_all.json"), record)
+    if not args.only:
+        record["failed"] = failed
+    common.write_json(record_path, record)
     for step in ("plots.py", "report.py"):
         status, _, tail = common.run([sys.executable, common.REPO / "benchmarks" / step], logs / f"{step}.log",
                                      check=False)

@@ -17,6 +17,9 @@ import fairseq_clear  # noqa: F401  (registers everything)
 from fairseq_clear.criterions.clear import ClearCriterionConfig
 from fairseq_clear.models.clear_roberta import ClearRobertaModel, base_clear_architecture
 from fairseq_clear.tasks.clear import ClearConfig
+from fairseq_clear.tasks.contrastive_pairs import ContrastivePairsConfig
+from fairseq_clear.tasks.declutr import DeclutrConfig
+from fairseq.models.roberta import RobertaModel
 from fairseq.tasks.masked_lm import MaskedLMConfig
 
 
@@ -48,10 +51,16 @@ def main():
         "--mask-prob", "--leave-unmasked-prob", "--random-token-prob", "--freq-weighted-replacement")]
     crit_rows = dataclass_rows(ClearCriterionConfig)
 
+    clear_fields = {f.name for f in dataclasses.fields(ClearConfig)}
+    declutr_rows = dataclass_rows(DeclutrConfig, skip=clear_fields)
+    pairs_rows = dataclass_rows(ContrastivePairsConfig, skip=clear_fields)
+
     parser = argparse.ArgumentParser()
     ClearRobertaModel.add_args(parser)
-    ours = ("--sentence-pooling", "--projection-layers", "--projection-hidden-dim", "--projection-dim",
-            "--projection-activation-fn", "--freeze-encoder", "--sentence-mlp-hidden-dim", "--sentence-mlp-dim")
+    roberta = argparse.ArgumentParser()
+    RobertaModel.add_args(roberta)
+    ours = {a.option_strings[0] for a in parser._actions if a.option_strings} - {
+        a.option_strings[0] for a in roberta._actions if a.option_strings}
     defaults = argparse.Namespace()
     base_clear_architecture(defaults)
     model_rows = [
@@ -61,6 +70,8 @@ def main():
     ]
 
     sys.stdout.write(table("Task `clear` (augmented contrastive denoising)", task_rows) + "\n")
+    sys.stdout.write(table("Task `declutr` (adds to `clear`'s options)", declutr_rows) + "\n")
+    sys.stdout.write(table("Task `contrastive_pairs` (adds to `clear`'s options)", pairs_rows) + "\n")
     sys.stdout.write(table("Masked LM (fairseq's `masked_lm` options, paper values)", mlm_rows) + "\n")
     sys.stdout.write(table("Criterion `clear`", crit_rows) + "\n")
     sys.stdout.write(table("Model `clear_roberta` (added to fairseq's RoBERTa options)", model_rows))
