@@ -46,7 +46,10 @@ def machine_section(run_all, others):
     else:
         m = run_all["machine"]
         lines += [f"* command: `{run_all['command']}` (started {run_all['started']}, finished "
-                  f"{run_all['finished']}, {f(run_all['seconds'] / 60)} minutes in all)"]
+                  f"{run_all['finished']}, {f(run_all['seconds'] / 60)} minutes in all"
+                  + ("; the sum of the sections' times, since some were re-run on their own: " + "; ".join(
+                      f"{', '.join(r['sections'])} at {r['started']} (`{r['command']}`)" for r in run_all["reruns"])
+                     if run_all.get("reruns") else "") + ")"]
     lines += [
         f"* CPU: {m.get('cpu_model', 'unknown')}, {m.get('cpus')} logical CPUs, "
         f"{m.get('memory_gb', 'n/a')} GB memory; {m.get('platform')}",
@@ -134,6 +137,12 @@ def speed_section(speed, augment):
     return lines
 
 
+def ranges_word(g, spread_words):
+    if g["outside_spread"] is False and g["seeds"] >= 2 and g["a_max"] < g["b_min"]:
+        return "do not overlap (a loss)"
+    return spread_words[g["outside_spread"]]
+
+
 def quality_section(q):
     lines = ["## 3. Quality at equal compute (small-scale reproduction of Tables 2 and 3)", ""]
     if q is None:
@@ -196,7 +205,7 @@ def quality_section(q):
             continue
         line = (f"* {label}: {g['a']} ({g['a_pooling']}) {f(g['a_mean'])} [{f(g['a_min'])}–{f(g['a_max'])}] vs "
                 f"{g['b']} ({g['b_pooling']}) {f(g['b_mean'])} [{f(g['b_min'])}–{f(g['b_max'])}]: "
-                f"{f(g['difference'], 1, True)} points; seed ranges {spread_words[g['outside_spread']]}")
+                f"{f(g['difference'], 1, True)} points; seed ranges {ranges_word(g, spread_words)}")
         lines.append(line + ("" if label.startswith("for reference") else f" -> {yes(g['met'])}"))
     et = q.get("equal_time")
     if et:
@@ -296,7 +305,7 @@ def others_section(pre, emb):
     return lines
 
 
-def headline(speed, q, sc):
+def headline(speed, q, sc, augment=None, emb=None):
     lines = ["## Headline", ""]
     if speed is not None:
         rs = {n: s for n, s in speed["results"].items() if n.startswith("clear ") and n != "clear --mlm-only"}
@@ -310,6 +319,29 @@ def headline(speed, q, sc):
                 lines.append(f"* {'Equal updates' if 'updates' in k else 'Equal wall-clock'}: {g['a']} "
                              f"({g['a_pooling']}) {f(g['a_mean'])} vs {g['b']} ({g['b_pooling']}) {f(g['b_mean'])} STS avg, "
                              f"{f(g['difference'], 1, True)} (goal +{g['goal']}) -> {yes(g['met'])}.")
+        g = q["goals"].get("equal_updates_vs_best_mlm_baseline")
+        if g:
+            lines.append(f"* Equal updates, against the best of the paper's MLM baselines: {g['b']} ({g['b_pooling']}) "
+                         f"{f(g['b_mean'])}, {f(g['difference'], 1, True)} (goal +{g['goal']}) -> {yes(g['met'])}.")
+        g = q["goals"].get("best_clear_vs_random_init")
+        if g:
+            lines.append(f"* For reference, the untrained encoder scores {f(g['b_mean'])} ({g['b_pooling']}): "
+                         f"{g['a']} is {f(g['difference'], 1, True)} from it, MLM only "
+                         f"{f(q['goals']['mlm_only_vs_random_init']['difference'], 1, True)}. At this size and "
+                         "number of updates MLM pulls the sentence vectors away from a surprisingly good "
+                         "starting point, and the contrastive term mostly keeps them there (see section 3).")
+    if augment is not None:
+        alone = {n: r for n, r in augment["results"].items() if r.get("meets_goal") is not None}
+        lines.append("* Each augmentation alone on one core (sentences/s, function / full dataset view): " + ", ".join(
+            f"{n} {r['function_sentences_per_s']:,} / {r['view_sentences_per_s']:,}" for n, r in alone.items())
+            + f" (goal >= {augment['goal_sentences_per_s']:,}; the view adds the per-sample re-keying and tensor).")
+    if emb is not None:
+        r = emb["results"][emb["pooling"]]
+        lines.append(f"* embed() ({emb['pooling']}): {f(r['ratio_vs_sentence_transformers'], 2)}x sentence-transformers' "
+                     f"encode() (goal >= {emb['goals']['vs_sentence_transformers']}x), "
+                     f"{f(r['ratio_vs_loop'], 1)}x a per-sentence loop (goal >= {emb['goals']['vs_loop']}x"
+                     + (f"; not reachable here: the loop already runs at 1/{f(r['loop_ratio_ceiling'], 1)} of this "
+                        "CPU's matmul peak" if "loop_ratio_ceiling" in r else "") + ").")
     if sc is not None:
         lines.append(f"* 2 ranks reproduce 1 rank's losses within {sc['equivalence']['max_abs_loss_difference']:.1e}.")
     lines.append("")
@@ -334,7 +366,7 @@ def main():
         "read, never copied.",
         "",
     ]
-    lines += headline(speed, q, sc)
+    lines += headline(speed, q, sc, augment, emb)
     lines += machine_section(run_all, others)
     lines += speed_section(speed, augment)
     lines += quality_section(q)
