@@ -24,7 +24,6 @@ benchmarks/results/quality.json.
 """
 
 import argparse
-import math
 import os
 import shutil
 import sys

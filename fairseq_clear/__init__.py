@@ -30,6 +30,7 @@ from .compat import (  # noqa: E402
     patch_cpu_torchrun,
     patch_heartbeat_timeout,
     patch_nan_detector,
+    patch_prefetch_threads,
 )
 
 allow_fairseq_checkpoints()
@@ -39,5 +40,6 @@ patch_nan_detector()
 patch_cpu_torchrun()
 patch_cpu_ddp()
 patch_heartbeat_timeout()
+patch_prefetch_threads()
 
 from . import criterions, models, tasks  # noqa: E402,F401

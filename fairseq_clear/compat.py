@@ -6,6 +6,9 @@
   holding no tensor directly (fairseq's ``TransformerEncoder`` returns lists), so the
   post-mortem itself dies with ``StopIteration`` and the NaN report never appears.
   Full backward hooks (same signature) skip such outputs instead.
+* CPU torchrun, CPU DDP and the heartbeat timeout: see each function.
+* fairseq's batch-prefetch threads can abort a finished run at exit (SIGABRT): they are
+  stopped first, for every task (``patch_prefetch_threads``).
 """
 
 import logging
@@ -138,3 +141,22 @@ def patch_heartbeat_timeout():
             os.kill(parent_pid, signal.SIGKILL)
 
     dfm.DistributedTimeoutWrapper = DistributedTimeoutWrapper
+
+
+def patch_prefetch_threads():
+    """Every task's batch iterators (sentence_prediction fine-tuning included, when the
+    plugin is loaded) stop their prefetch thread at exit: see data/prefetch_threads.py."""
+    from fairseq.tasks.fairseq_task import FairseqTask
+
+    from .data import prefetch_threads
+
+    original = FairseqTask.get_batch_iterator
+    if getattr(original, "_clear_tracked", False):
+        return
+
+    def get_batch_iterator(self, *args, **kwargs):
+        return prefetch_threads.track(original(self, *args, **kwargs))
+
+    get_batch_iterator._clear_tracked = True
+    FairseqTask.get_batch_iterator = get_batch_iterator
+

@@ -11,7 +11,6 @@ import argparse
 import dataclasses
 import sys
 
-from fairseq.dataclass import FairseqDataclass
 
 import fairseq_clear  # noqa: F401  (registers everything)
 from fairseq_clear.criterions.clear import ClearCriterionConfig

@@ -49,7 +49,7 @@ def get_parser():
         "--sts-dir", required=True, metavar="DIR",
         help="SentEval's STS data: a directory holding STS12-en-test ... STS16-en-test, "
         "STSBenchmark and SICK (SentEval's data/downstream/STS plus SICK); a "
-        f"'senteval_tokenized_lowercased' subdirectory, if present, holds the SentEval copy",
+        "'senteval_tokenized_lowercased' subdirectory, if present, holds the SentEval copy",
     )
     data.add_argument(
         "--sts-copy", choices=("senteval", "raw"), default="senteval",

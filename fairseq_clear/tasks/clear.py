@@ -27,7 +27,7 @@ from fairseq.tasks import register_task
 from fairseq.tasks.masked_lm import MaskedLMConfig, MaskedLMTask
 
 from .. import augmentations as aug
-from ..data import ContrastiveViewsDataset, EpochShuffledDataset, SentenceDataset, batching, prefetch_threads
+from ..data import ContrastiveViewsDataset, EpochShuffledDataset, SentenceDataset, batching
 from ..evaluation.sts_validation import HELP as STS_VALIDATION_HELP, StsValidationMixin
 
 logger = logging.getLogger(__name__)
@@ -353,7 +353,7 @@ class ClearTask(StsValidationMixin, MaskedLMTask):
         # right epoch and diverges. A fresh loader per epoch sees set_epoch().
         itr.reuse_dataloader = False
         itr.persistent_workers = False
-        return prefetch_threads.track(itr)  # no abort at exit (see prefetch_threads)
+        return itr  # its prefetch thread is stopped at exit: compat.patch_prefetch_threads
 
     def train_step(self, sample, model, criterion, optimizer, update_num, ignore_grad=False):
         if ignore_grad and isinstance(sample.get("contrastive"), dict):
