@@ -13,3 +13,21 @@ def tiny_data(tmp_path_factory):
     """A binarized synthetic corpus (600 train / 60 valid sentences) with its sentencepiece model."""
     work = tmp_path_factory.mktemp("tiny_data")
     return make_binarized(work, synthetic_sentences(600, seed=0), synthetic_sentences(60, seed=1))
+
+
+@pytest.fixture(scope="session")
+def ckpt(tmp_path_factory):
+    """(checkpoint, data directory) of a tiny trained CLEAR model, shared by the embedding tests."""
+    from embedding_helpers import tiny_checkpoint
+
+    return tiny_checkpoint(tmp_path_factory.mktemp("embedding_ckpt"))
+
+
+@pytest.fixture(scope="session")
+def hub(ckpt):
+    """That checkpoint loaded through the hub interface."""
+    import fairseq_clear  # noqa: F401
+    from fairseq_clear.models import ClearRobertaModel
+
+    checkpoint, data = ckpt
+    return ClearRobertaModel.from_pretrained(checkpoint.parent, checkpoint.name, data)

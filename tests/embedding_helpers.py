@@ -11,29 +11,23 @@ from pathlib import Path
 
 from helpers import make_binarized, run_cli, synthetic_sentences, train_args
 
-_CACHE = {}
-
-
-def tiny_checkpoint(tmp_path_factory):
-    """(checkpoint file, data directory) of a clear_roberta_tiny trained 8 updates.
+def tiny_checkpoint(work: Path):
+    """(checkpoint file, data directory) of a clear_roberta_tiny trained 8 updates, under ``work``.
 
     Trained with the ``subs`` augmentation, whose synonym table is deleted
     afterwards: loading for inference must not need the training machine's files.
     """
-    if "ckpt" not in _CACHE:
-        work = tmp_path_factory.mktemp("embedding_ckpt")
-        data = make_binarized(
-            work / "corpus", synthetic_sentences(400, seed=0), synthetic_sentences(40, seed=1)
-        )
-        table = work / "synonyms.json"
-        table.write_text(json.dumps({"cat": ["kitten"], "dog": ["puppy"], "big": ["large"]}))
-        save = work / "ckpt"
-        run_cli(train_args(
-            data, save, "--augmentations", "subs,del-word", "--synonym-table", table, max_update=8,
-        ))
-        table.unlink()
-        _CACHE["ckpt"] = (save / "checkpoint_last.pt", data)
-    return _CACHE["ckpt"]
+    data = make_binarized(
+        work / "corpus", synthetic_sentences(400, seed=0), synthetic_sentences(40, seed=1)
+    )
+    table = work / "synonyms.json"
+    table.write_text(json.dumps({"cat": ["kitten"], "dog": ["puppy"], "big": ["large"]}))
+    save = work / "ckpt"
+    run_cli(train_args(
+        data, save, "--augmentations", "subs,del-word", "--synonym-table", table, max_update=8,
+    ))
+    table.unlink()
+    return save / "checkpoint_last.pt", data
 
 
 def write_stsb(path: Path, n: int = 60, seed: int = 5):

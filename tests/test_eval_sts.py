@@ -7,15 +7,10 @@ import numpy as np
 import pytest
 from scipy.stats import spearmanr
 
-from embedding_helpers import tiny_checkpoint, write_senteval_tree
+from embedding_helpers import write_senteval_tree
 from helpers import bin_path, run_cli, shared
 
 from fairseq_clear.evaluation import sts
-
-
-@pytest.fixture(scope="module")
-def ckpt(tmp_path_factory):
-    return tiny_checkpoint(tmp_path_factory)
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 import torch
 
-from embedding_helpers import tiny_checkpoint
 from helpers import bin_path, run_cli, shared, synthetic_sentences, write_dict_from_spm
 
 pytest.importorskip("sentence_transformers")
@@ -22,20 +21,6 @@ SENTENCES = [
     "THE TEACHER READS A STORY",
     " ".join(["our team builds a red house"] * 20),  # longer than 64 positions: truncated alike
 ]
-
-
-@pytest.fixture(scope="module")
-def ckpt(tmp_path_factory):
-    return tiny_checkpoint(tmp_path_factory)
-
-
-@pytest.fixture(scope="module")
-def hub(ckpt):
-    import fairseq_clear  # noqa: F401
-    from fairseq_clear.models import ClearRobertaModel
-
-    checkpoint, data = ckpt
-    return ClearRobertaModel.from_pretrained(checkpoint.parent, checkpoint.name, data)
 
 
 def test_cli_export_loads_in_sentence_transformers_and_transformers(ckpt, hub, tmp_path):

@@ -7,18 +7,12 @@ import random
 import numpy as np
 import pytest
 
-from embedding_helpers import tiny_checkpoint
 from helpers import REPO, run_cli, shared, synthetic_sentences
 
 from fairseq_clear.evaluation import glue
 
 PREPARE = REPO / "examples" / "glue" / "prepare.sh"
 FINETUNE = REPO / "examples" / "glue" / "finetune.sh"
-
-
-@pytest.fixture(scope="module")
-def ckpt(tmp_path_factory):
-    return tiny_checkpoint(tmp_path_factory)
 
 
 def test_glue_metrics_match_scikit_learn():

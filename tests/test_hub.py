@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 import torch
 
-from embedding_helpers import tiny_checkpoint
 from helpers import bin_path, run_cli
 
 SENTENCES = [
@@ -20,20 +19,6 @@ SENTENCES = [
     "   spaces   around   ",
     "The teacher reads a story.",
 ]
-
-
-@pytest.fixture(scope="module")
-def ckpt(tmp_path_factory):
-    return tiny_checkpoint(tmp_path_factory)
-
-
-@pytest.fixture(scope="module")
-def hub(ckpt):
-    import fairseq_clear  # noqa: F401
-    from fairseq_clear.models import ClearRobertaModel
-
-    checkpoint, data = ckpt
-    return ClearRobertaModel.from_pretrained(checkpoint.parent, checkpoint.name, data)
 
 
 def one_by_one_cls(hub, sentences):
