@@ -151,7 +151,7 @@ def main():
 
     torch.set_num_threads(args.threads)
     import fairseq_clear  # noqa: F401
-    from fairseq_clear.cli.export_hf import export
+    from fairseq_clear.export.hf import export
     from fairseq_clear.evaluation.sts import read_sts_benchmark
     from fairseq_clear.models.hub_interface import from_pretrained
 

@@ -16,6 +16,7 @@ import functools
 import logging
 import os
 import pickle
+import re
 
 import numpy as np
 import torch
@@ -125,7 +126,8 @@ def patch_fairseq_loader():
     fairseq calls ``torch.load`` without ``weights_only``; the wrapper adds the
     allow-list, forces ``weights_only=True`` even if the environment asks for
     ``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD``, and turns a refusal into a message
-    that names the file.
+    that names the file. Before fairseq reads the config, the config is checked
+    by :func:`check_checkpoint_config`.
     """
     from fairseq import checkpoint_utils
 
@@ -138,6 +140,7 @@ def patch_fairseq_loader():
         allow_fairseq_checkpoints()
         try:
             with _forced_weights_only():
+                check_checkpoint_config(_peek_state(checkpoint_utils.PathManager.get_local_path(path)), path)
                 return original(path, *args, **kwargs)
         except pickle.UnpicklingError as e:
             raise _refusal(path, e) from None
@@ -184,3 +187,135 @@ def patch_atomic_checkpoint_copy():
             return True
 
     checkpoint_utils.PathManager = AtomicCopyPathManager
+
+
+# ---------------------------------------------------------------------------
+# What a checkpoint may ask fairseq to build.
+#
+# fairseq builds whatever model and task a checkpoint's own config names, and
+# some of its architectures eval() config strings (wav2vec2's
+# conv_feature_layers, fconv's layer specs) or torch.load a path from the
+# config (xm_transformer) while they are built. A file that is plain data can
+# therefore still pick code to run. Every loaded config is checked against
+# these names before fairseq reads it; its strings are never evaluated.
+
+#: model names (``cfg.model._name`` / ``arch``) of this package
+CLEAR_MODEL_NAMES = frozenset(
+    {"clear_roberta", "clear_roberta_base", "clear_roberta_large", "clear_roberta_small", "clear_roberta_tiny"}
+)
+#: fairseq's own RoBERTa family, as fairseq's roberta.base/large and imported encoders ship
+STOCK_ROBERTA_NAMES = frozenset({"roberta", "roberta_base", "roberta_large", "roberta_prenorm", "xlm", "xlmr"})
+ACCEPTED_MODEL_NAMES = CLEAR_MODEL_NAMES | STOCK_ROBERTA_NAMES
+#: tasks whose checkpoints this package loads: ours, and fairseq's pre-training and GLUE tasks
+ACCEPTED_TASKS = frozenset({"clear", "declutr", "contrastive_pairs", "masked_lm", "sentence_prediction"})
+#: tokenisers the hub may build from a checkpoint's config (None: not set)
+ACCEPTED_BPE = frozenset({"sentencepiece", "gpt2", "bert"})
+
+# ${a.b.c} refers to another config value (fairseq's II(...) defaults); anything
+# else inside ${...} calls an OmegaConf resolver (oc.env, custom ones), i.e. code.
+_NODE_REFERENCE = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_.]*\}")
+
+
+class UnsupportedCheckpointError(ValueError):
+    """A checkpoint's config names a model, task or setting this package does not load."""
+
+
+def _field(section, key):
+    if section is None:
+        return None
+    if isinstance(section, dict):
+        return section.get(key)
+    return getattr(section, key, None)
+
+
+def _strings(value, path, depth=0):
+    if depth > 50:
+        raise UnsupportedCheckpointError(f"config nested deeper than 50 levels at '{path}'")
+    if isinstance(value, str):
+        yield path, value
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield from _strings(v, f"{path}.{k}" if path else str(k), depth + 1)
+    elif isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            yield from _strings(v, f"{path}[{i}]", depth + 1)
+    elif isinstance(value, argparse.Namespace):
+        yield from _strings(vars(value), path, depth + 1)
+
+
+def check_checkpoint_config(state, path) -> None:
+    """Refuse a checkpoint whose config asks for anything but our models/tasks or calls a resolver.
+
+    Checked on the raw loaded data, before fairseq upgrades it, turns it into
+    an OmegaConf config or builds anything. Raises
+    :class:`UnsupportedCheckpointError` naming the field and the value.
+    """
+    if not isinstance(state, dict):
+        raise UnsupportedCheckpointError(f"checkpoint '{path}' is not a dict of plain data")
+
+    def refuse(field, value, accepted):
+        raise UnsupportedCheckpointError(
+            f"refusing checkpoint '{path}': {field} is {value!r}, which fairseq-clear does not "
+            f"load (accepted: {', '.join(sorted(accepted))}). fairseq builds what a checkpoint's "
+            "config names, and other architectures run code from config strings while being built"
+        )
+
+    sources = []
+    if state.get("cfg") is not None:
+        sources.append(("cfg", state["cfg"]))
+    if state.get("args") is not None:
+        sources.append(("args", state["args"]))
+    if not sources:
+        raise UnsupportedCheckpointError(
+            f"refusing checkpoint '{path}': it has neither 'cfg' nor 'args', so nothing says what "
+            "model it holds (fairseq-train writes both kinds of checkpoint with one of them)"
+        )
+    for name, cfg in sources:
+        for where, text in _strings(cfg if not isinstance(cfg, argparse.Namespace) else vars(cfg), name):
+            if "${" in _NODE_REFERENCE.sub("", text):
+                raise UnsupportedCheckpointError(
+                    f"refusing checkpoint '{path}': {where} is {text!r}, an OmegaConf interpolation "
+                    "that calls a resolver; a loaded config is data and is never evaluated"
+                )
+        if name == "cfg":
+            model, task = _field(cfg, "model"), _field(cfg, "task")
+            checks = [
+                ("cfg.model._name", _field(model, "_name")),
+                ("cfg.model.arch", _field(model, "arch")),
+                ("cfg.task._name", _field(task, "_name")),
+                ("cfg.bpe._name", _field(_field(cfg, "bpe"), "_name")),
+                ("cfg.tokenizer._name", _field(_field(cfg, "tokenizer"), "_name")),
+            ]
+            if model is None:
+                refuse("cfg.model", None, ACCEPTED_MODEL_NAMES)
+        else:
+            checks = [
+                ("args.arch", _field(cfg, "arch")),
+                ("args.task", _field(cfg, "task")),
+                ("args.bpe", _field(cfg, "bpe")),
+                ("args.tokenizer", _field(cfg, "tokenizer")),
+            ]
+            if _field(cfg, "arch") is None:
+                refuse("args.arch", None, ACCEPTED_MODEL_NAMES)
+        for field, value in checks:
+            kind = field.split(".")[1] if field.startswith("cfg.") else field.split(".")[-1]
+            if value is None and kind in ("bpe", "tokenizer"):
+                continue
+            accepted = {
+                "model": ACCEPTED_MODEL_NAMES, "arch": ACCEPTED_MODEL_NAMES,
+                "task": ACCEPTED_TASKS, "bpe": ACCEPTED_BPE, "tokenizer": frozenset(),
+            }[kind]
+            if value is None and kind == "arch" and field.startswith("cfg."):
+                continue  # hydra-style model configs carry only _name
+            if not isinstance(value, str) or value not in accepted:
+                refuse(field, value, accepted or {"none"})
+
+
+def _peek_state(path):
+    """The checkpoint's plain data without reading its tensors (mmap), for the config check."""
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    except RuntimeError as e:
+        if "mmap" not in str(e):  # legacy (non-zip) files cannot be mapped: read them whole
+            raise
+        return torch.load(path, map_location="cpu", weights_only=True)

@@ -53,7 +53,7 @@ def test_cli_export_loads_in_sentence_transformers_and_transformers(ckpt, hub, t
 def test_export_variants_match_the_hub(hub, tmp_path, pooling, head, normalize):
     from sentence_transformers import SentenceTransformer
 
-    from fairseq_clear.cli.export_hf import export, verify
+    from fairseq_clear.export.hf import export, verify
 
     out = tmp_path / "st"
     export(hub, str(out), pooling=pooling, head=head, normalize=normalize)
@@ -66,7 +66,7 @@ def test_export_variants_match_the_hub(hub, tmp_path, pooling, head, normalize):
 def test_clsr_sentence_encoder_exports_as_dense_layers(hub, tmp_path):
     from sentence_transformers import SentenceTransformer
 
-    from fairseq_clear.cli.export_hf import export
+    from fairseq_clear.export.hf import export
     from fairseq_clear.models.clear_roberta import SentenceMLP
 
     torch.manual_seed(0)
@@ -85,7 +85,7 @@ def test_bpe_sentencepiece_models_tokenize_identically(tmp_path):
     import sentencepiece as spm
     from fairseq.data import Dictionary
 
-    from fairseq_clear.cli.export_hf import build_tokenizer
+    from fairseq_clear.export.hf import build_tokenizer
     from fairseq_clear.evaluation.embedding import SentencepieceTokenizer
 
     text = synthetic_sentences(500, seed=3) + ["Café naïve résumé 3.5% ½ “quoted” text… 東京"] * 5
@@ -111,7 +111,7 @@ def test_real_text_tokenizes_identically():
     import sentencepiece as spm
     from fairseq.data import Dictionary
 
-    from fairseq_clear.cli.export_hf import build_tokenizer
+    from fairseq_clear.export.hf import build_tokenizer
     from fairseq_clear.evaluation.embedding import SentencepieceTokenizer
     from fairseq_clear.evaluation.sts import read_sts_benchmark
 
@@ -132,7 +132,7 @@ def test_real_text_tokenizes_identically():
 
 
 def test_dictionary_out_of_sentencepiece_order_is_refused(ckpt, hub, tmp_path):
-    from fairseq_clear.cli.export_hf import ExportError, check_vocabulary_layout
+    from fairseq_clear.export.hf import ExportError, check_vocabulary_layout
     from fairseq.data import Dictionary
 
     _, data = ckpt

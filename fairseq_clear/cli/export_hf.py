@@ -1,309 +1,18 @@
 """``clear-export-hf``: a trained encoder → a Hugging Face XLM-R model that sentence-transformers loads.
 
     clear-export-hf --checkpoint checkpoints/checkpoint_best.pt --data data-bin --out clear-st
-    python -c "from sentence_transformers import SentenceTransformer as S; print(S('clear-st').encode(['Hi']))"
 
-The output directory is a sentence-transformers model (modules.json, pooling,
-optional dense layers) whose transformer is a ``transformers``
-``XLMRobertaForMaskedLM`` (encoder + LM head; ``AutoModel`` loads the encoder)
-with the pre-training sentencepiece model as an XLM-R tokenizer. This works
-because dict.txt follows XLM-R's layout (fairseq id = sentencepiece id + 1,
-``<mask>`` after the pieces; see docs/design.md); the export checks that.
-
-The exported model is verified before the command returns: it is reloaded
-with ``SentenceTransformer`` and its vectors for a few sentences must equal
-the hub's ``embed()`` within ``--tolerance``.
+The conversion lives in :mod:`fairseq_clear.export.hf`; this is its console script.
+The output directory must be new or empty; ``--overwrite`` replaces only the
+files an earlier export wrote there (its manifest), never anything else.
 """
 
 import argparse
-import json
-import logging
 import os
-import shutil
-import sys
-import tempfile
 
-import numpy as np
-import torch
-
-from .hub_args import add_checkpoint_args, load_hub, setup_logging
-
-logger = logging.getLogger("clear-export-hf")
-
-#: fairseq activation -> transformers hidden_act
-HIDDEN_ACT = {"gelu": "gelu", "relu": "relu", "gelu_accurate": "gelu_new", "gelu_fast": "gelu_new", "tanh": "tanh"}
-#: fairseq activation -> torch module for sentence-transformers' Dense
-DENSE_ACT = {"relu": torch.nn.ReLU, "gelu": torch.nn.GELU, "tanh": torch.nn.Tanh, "linear": torch.nn.Identity}
-
-CHECK_SENTENCES = [
-    "A man is playing a guitar.",
-    "Someone is playing music on a stage, and the crowd is singing along with him.",
-    "",
-    "Café naïve résumé: 3.5% of ½ the coöperation – “quoted” text…",
-    "THE QUICK BROWN FOX JUMPS OVER THE LAZY DOG",
-    "   leading and trailing   spaces   ",
-]
-
-
-class ExportError(ValueError):
-    """The checkpoint cannot be represented exactly as an XLM-R model; the message says why."""
-
-
-def check_vocabulary_layout(tokenizer, dictionary):
-    """dict.txt must be XLM-R's layout: fairseq id = sentencepiece id + 1, <mask> right after."""
-    sp = tokenizer.sp
-    if (sp.unk_id(), sp.bos_id(), sp.eos_id()) != (0, 1, 2):
-        raise ExportError(
-            f"sentencepiece model '{tokenizer.path}' has <unk>, <s>, </s> at ids "
-            f"{sp.unk_id()}, {sp.bos_id()}, {sp.eos_id()}; XLM-R's tokenizer layout needs 0, 1, 2 "
-            "(sentencepiece's defaults)"
-        )
-    bad = []
-    for i in range(3, sp.get_piece_size()):
-        if sp.is_control(i) or sp.is_unknown(i):
-            continue
-        if dictionary.index(sp.id_to_piece(i)) != i + 1:
-            bad.append(f"{sp.id_to_piece(i)!r} (sentencepiece {i}, dict.txt {dictionary.index(sp.id_to_piece(i))})")
-    if bad:
-        raise ExportError(
-            f"dict.txt does not follow the sentencepiece model's order (fairseq id = sentencepiece "
-            f"id + 1) for {len(bad)} pieces, e.g. {', '.join(bad[:3])}: rebuild dict.txt from the "
-            "sentencepiece model (preprocess/prepare.sh does)"
-        )
-    mask = dictionary.index("<mask>")
-    if mask != sp.get_piece_size() + 1:
-        raise ExportError(f"<mask> has id {mask} in dict.txt; XLM-R's tokenizer puts it at {sp.get_piece_size() + 1}")
-
-
-def _model_type(spm_path) -> str:
-    from sentencepiece import sentencepiece_model_pb2  # needs protobuf (the export extra)
-
-    proto = sentencepiece_model_pb2.ModelProto()
-    with open(spm_path, "rb") as f:
-        proto.ParseFromString(f.read())
-    return {1: "unigram", 2: "bpe"}.get(proto.trainer_spec.model_type, str(proto.trainer_spec.model_type))
-
-
-def build_tokenizer(spm_path: str, max_positions: int):
-    """An XLM-R tokenizer for the sentencepiece model (unigram models; BPE models as a generic fast tokenizer)."""
-    kind = _model_type(spm_path)
-    if kind == "unigram":
-        from transformers import XLMRobertaTokenizer
-
-        kwargs = XLMRobertaTokenizer.convert_to_native_format(vocab_file=spm_path)
-        tok = XLMRobertaTokenizer(**kwargs)
-    elif kind == "bpe":
-        tok = _bpe_tokenizer(spm_path)
-    else:
-        raise ExportError(f"sentencepiece model type '{kind}' of '{spm_path}' is not supported (unigram or bpe)")
-    tok.model_max_length = max_positions
-    return tok
-
-
-def _bpe_tokenizer(spm_path):
-    # transformers builds a BPE tokenizer from the .model with sentencepiece's own ids;
-    # shift them into XLM-R's layout (<s> <pad> </s> <unk>, pieces at id + 1, <mask>)
-    from tokenizers import AddedToken, Tokenizer, normalizers, pre_tokenizers, processors
-    from tokenizers.models import BPE
-    from transformers.convert_slow_tokenizer import SentencePieceExtractor, SpmConverter
-    from transformers.tokenization_utils_tokenizers import TokenizersBackend
-
-    extractor = SentencePieceExtractor(spm_path)
-    kw = extractor.extract(BPE)
-    spm_vocab, merges = kw["vocab"], kw["merges"]
-    base = SpmConverter.build_tokenizer_from_spm_proto(proto=extractor.proto, vocab=spm_vocab, merges=merges)
-    vocab = {"<s>": 0, "<pad>": 1, "</s>": 2, "<unk>": 3}
-    for piece, i in spm_vocab.items():
-        if i >= 3:
-            vocab[piece] = i + 1
-    vocab["<mask>"] = len(spm_vocab) + 1
-    byte_fallback = bool(extractor.proto.trainer_spec.byte_fallback)
-    tokenizer = Tokenizer(BPE(vocab, merges, unk_token="<unk>", fuse_unk=True, byte_fallback=byte_fallback))
-    # sentencepiece: normalise (precompiled charsmap), collapse whitespace, prepend "▁" to
-    # every word; pieces never cross a word boundary (as XLM-R's converter sets it up)
-    charsmap = extractor.proto.normalizer_spec.precompiled_charsmap
-    if charsmap:
-        tokenizer.normalizer = normalizers.Precompiled(charsmap)
-    tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
-        [pre_tokenizers.WhitespaceSplit(), pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always")]
-    )
-    tokenizer.decoder = base.decoder
-    tokenizer.add_special_tokens([AddedToken(t, special=True) for t in ("<s>", "<pad>", "</s>", "<unk>", "<mask>")])
-    tokenizer.post_processor = processors.TemplateProcessing(
-        single="<s> $A </s>", pair="<s> $A </s> </s> $B </s>", special_tokens=[("<s>", 0), ("</s>", 2)]
-    )
-    return TokenizersBackend(
-        tokenizer_object=tokenizer, bos_token="<s>", eos_token="</s>", sep_token="</s>",
-        cls_token="<s>", unk_token="<unk>", pad_token="<pad>", mask_token="<mask>",
-    )
-
-
-def convert_model(model):
-    """``XLMRobertaForMaskedLM`` with the weights of a ``ClearRobertaModel``'s encoder and LM head."""
-    from transformers import XLMRobertaConfig, XLMRobertaForMaskedLM
-
-    args = model.args
-    problems = []
-    if getattr(args, "encoder_normalize_before", False):
-        problems.append("--encoder-normalize-before (pre-LN; XLM-R is post-LN)")
-    if not getattr(args, "layernorm_embedding", True):
-        problems.append("no embedding layer norm")
-    if not getattr(args, "no_scale_embedding", True):
-        problems.append("scaled token embeddings")
-    if getattr(args, "activation_fn", "gelu") not in HIDDEN_ACT:
-        problems.append(f"--activation-fn {args.activation_fn}")
-    if getattr(args, "no_token_positional_embeddings", False) or not getattr(args, "encoder_learned_pos", True):
-        problems.append("no learned positional embeddings")
-    if problems:
-        raise ExportError("this encoder has no XLM-R equivalent: " + "; ".join(problems))
-
-    enc = model.encoder.sentence_encoder
-    sd = {k: v.detach().float().cpu() for k, v in model.state_dict().items()}
-    vocab, dim = enc.embed_tokens.weight.shape
-    config = XLMRobertaConfig(
-        vocab_size=vocab,
-        hidden_size=dim,
-        num_hidden_layers=len(enc.layers),
-        num_attention_heads=args.encoder_attention_heads,
-        intermediate_size=args.encoder_ffn_embed_dim,
-        hidden_act=HIDDEN_ACT[args.activation_fn],
-        hidden_dropout_prob=args.dropout,
-        attention_probs_dropout_prob=args.attention_dropout,
-        max_position_embeddings=enc.embed_positions.weight.size(0),
-        type_vocab_size=1,
-        layer_norm_eps=enc.layernorm_embedding.eps,
-        pad_token_id=1, bos_token_id=0, eos_token_id=2,
-        tie_word_embeddings=not getattr(args, "untie_weights_roberta", False),
-    )
-    hf = XLMRobertaForMaskedLM(config)
-    p = "encoder.sentence_encoder."
-    new = {
-        "roberta.embeddings.word_embeddings.weight": sd[p + "embed_tokens.weight"],
-        "roberta.embeddings.position_embeddings.weight": sd[p + "embed_positions.weight"],
-        "roberta.embeddings.token_type_embeddings.weight": torch.zeros(1, dim),
-        "roberta.embeddings.LayerNorm.weight": sd[p + "layernorm_embedding.weight"],
-        "roberta.embeddings.LayerNorm.bias": sd[p + "layernorm_embedding.bias"],
-    }
-    pairs = {
-        "attention.self.query": "self_attn.q_proj", "attention.self.key": "self_attn.k_proj",
-        "attention.self.value": "self_attn.v_proj", "attention.output.dense": "self_attn.out_proj",
-        "attention.output.LayerNorm": "self_attn_layer_norm", "intermediate.dense": "fc1",
-        "output.dense": "fc2", "output.LayerNorm": "final_layer_norm",
-    }
-    for i in range(len(enc.layers)):
-        for hf_name, fs_name in pairs.items():
-            for w in ("weight", "bias"):
-                new[f"roberta.encoder.layer.{i}.{hf_name}.{w}"] = sd[f"{p}layers.{i}.{fs_name}.{w}"]
-    lm = "encoder.lm_head."
-    new.update({
-        "lm_head.dense.weight": sd[lm + "dense.weight"], "lm_head.dense.bias": sd[lm + "dense.bias"],
-        "lm_head.layer_norm.weight": sd[lm + "layer_norm.weight"],
-        "lm_head.layer_norm.bias": sd[lm + "layer_norm.bias"],
-        "lm_head.decoder.weight": sd[lm + "weight"], "lm_head.bias": sd[lm + "bias"],
-        "lm_head.decoder.bias": sd[lm + "bias"],
-    })
-    expected = set(hf.state_dict())
-    missing = expected - set(new)
-    if missing:
-        raise ExportError(f"no source for {sorted(missing)[:5]} (transformers version mismatch?)")
-    hf.load_state_dict({k: v for k, v in new.items() if k in expected}, strict=True)
-    return hf.eval()
-
-
-def _dense(linear: torch.nn.Linear, activation: str):
-    from sentence_transformers.sentence_transformer.modules import Dense
-
-    if activation not in DENSE_ACT:
-        raise ExportError(f"activation '{activation}' has no sentence-transformers Dense equivalent")
-    dense = Dense(linear.in_features, linear.out_features, bias=linear.bias is not None,
-                  activation_function=DENSE_ACT[activation]())
-    with torch.no_grad():
-        dense.linear.weight.copy_(linear.weight.float())
-        if linear.bias is not None:
-            dense.linear.bias.copy_(linear.bias.float())
-    return dense
-
-
-def head_modules(model, head: str):
-    """Dense modules for CLSR's e (``representation``) and the projection head g (``projection``)."""
-    modules = []
-    if head == "pooled":
-        return modules
-    if model.sentence_mlp is not None:
-        modules += [_dense(model.sentence_mlp.fc1, "relu"), _dense(model.sentence_mlp.fc2, "linear")]
-    if head == "projection":
-        g = model.projection_head
-        if g is None:
-            raise ExportError("--head projection: this checkpoint has no projection head")
-        act = model.args.projection_activation_fn
-        out_act = getattr(model.args, "projection_output_activation_fn", "linear") or "linear"
-        for i, layer in enumerate(g.layers):
-            modules.append(_dense(layer, out_act if i == len(g.layers) - 1 else act))
-    return modules
-
-
-def export(hub, out_dir: str, pooling: str = None, head: str = "representation", normalize: bool = False,
-           with_lm_head: bool = False):
-    """Write a sentence-transformers model for ``hub`` into ``out_dir``; returns the ``SentenceTransformer``."""
-    from sentence_transformers import SentenceTransformer
-    from sentence_transformers.sentence_transformer.modules import Normalize, Pooling, Transformer
-
-    model = hub.model
-    pooling = pooling or model.args.sentence_pooling
-    check_vocabulary_layout(hub.tokenizer, hub.task.source_dictionary)
-    max_positions = model.max_positions()
-    with tempfile.TemporaryDirectory() as tmp:
-        hf = convert_model(model)
-        if not with_lm_head:
-            hf = hf.roberta  # the encoder alone (built without RoBERTa's unused pooler)
-        hf.save_pretrained(tmp)
-        tokenizer = build_tokenizer(hub.tokenizer.path, max_positions)
-        tokenizer.save_pretrained(tmp)
-        # no pooler: sentence vectors come from the Pooling module, as in the paper
-        transformer = Transformer(tmp, max_seq_length=max_positions, model_kwargs={"add_pooling_layer": False})
-        modules = [transformer, Pooling(model.args.encoder_embed_dim, pooling_mode=pooling)]
-        modules += head_modules(model, head)
-        if normalize:
-            modules.append(Normalize())
-        st = SentenceTransformer(modules=modules, device="cpu")
-        if os.path.isdir(out_dir):
-            shutil.rmtree(out_dir)
-        st.save(out_dir)
-    if not with_lm_head:
-        # sentence-transformers does not save model_kwargs: without this, every load would
-        # build (and warn about) RoBERTa's randomly initialised pooler
-        config_path = os.path.join(out_dir, "sentence_bert_config.json")
-        with open(config_path, encoding="utf-8") as f:
-            config = json.load(f)
-        config["model_args"] = {"add_pooling_layer": False}
-        with open(config_path, "w", encoding="utf-8") as f:
-            json.dump(config, f, indent=2)
-    # the sentencepiece model itself, for fairseq-side use and reproducibility
-    shutil.copyfile(hub.tokenizer.path, os.path.join(out_dir, "sentencepiece.bpe.model"))
-    with open(os.path.join(out_dir, "fairseq_clear_export.json"), "w", encoding="utf-8") as f:
-        json.dump({"pooling": pooling, "head": head, "normalize": normalize,
-                   "max_positions": max_positions, "arch": getattr(model.args, "arch", None)}, f, indent=2)
-    return st
-
-
-def verify(hub, out_dir: str, sentences, pooling, head, normalize, tolerance=1e-4) -> float:
-    """Max |difference| between the exported model's encode() and the hub's embed(); raises above tolerance."""
-    from sentence_transformers import SentenceTransformer
-
-    st = SentenceTransformer(out_dir, device="cpu")
-    ours = hub.embed(sentences, pooling=pooling, head=head, normalize=normalize)
-    theirs = st.encode(sentences, convert_to_numpy=True, batch_size=8)
-    tokenize = getattr(st, "preprocess", None) or st.tokenize  # tokenize(): sentence-transformers < 6
-    ids_st = tokenize(sentences)["input_ids"]
-    for i, s in enumerate(sentences):
-        got = [t for t in ids_st[i].tolist() if t != 1]
-        want = hub.tokenizer.encode([s], max_positions=hub.model.max_positions())[0].tolist()
-        if got != want:
-            raise ExportError(f"exported tokenizer disagrees on {s!r}: {got[:12]} vs {want[:12]}")
-    diff = float(np.abs(ours - theirs).max()) if len(sentences) else 0.0
-    if diff > tolerance:
-        raise ExportError(f"exported model differs from the hub by {diff:.2e} > {tolerance:g}")
-    return diff
+from ..export.hf import CHECK_SENTENCES, ExportError, export
+from ..export.output_dir import OutputDirError, check_output_dir
+from .hub_args import add_checkpoint_args, fail, load_hub, setup_logging
 
 
 def get_parser():
@@ -316,7 +25,12 @@ def get_parser():
         "tokenizer, packaged as a sentence-transformers model; verified against the hub.",
     )
     add_checkpoint_args(parser)
-    parser.add_argument("--out", required=True, metavar="DIR", help="output directory (replaced if it exists)")
+    parser.add_argument("--out", required=True, metavar="DIR", help="output directory: new or empty, unless --overwrite")
+    parser.add_argument(
+        "--overwrite", action="store_true",
+        help="export into a non-empty --out: replaces the files a previous export wrote there "
+        "(listed in its fairseq_clear_export.json) and leaves every other file alone",
+    )
     parser.add_argument("--pooling", choices=POOLING_CHOICES, help="pooling of the sentence-transformers model (default: the model's --sentence-pooling)")
     parser.add_argument(
         "--head", choices=HEAD_CHOICES, default="representation",
@@ -339,18 +53,22 @@ def main(argv=None):
     args = get_parser().parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # every file is local; no hub look-ups
     args.cpu = True  # export and verify in fp32 on CPU
+    try:
+        check_output_dir(args.out, overwrite=args.overwrite)  # before any work
+    except OutputDirError as e:
+        fail(e)
     hub = load_hub(args)
     sentences = CHECK_SENTENCES
     if args.check_sentences:
         with open(args.check_sentences, encoding="utf-8") as f:
             sentences = [line.rstrip("\n") for line in f]
     try:
-        export(hub, args.out, args.pooling, args.head, args.normalize, args.with_lm_head)
-        diff = verify(hub, args.out, sentences, args.pooling, args.head, args.normalize, args.tolerance)
-    except ExportError as e:
-        sys.exit(f"error: {e}")
+        export(hub, args.out, args.pooling, args.head, args.normalize, args.with_lm_head,
+               overwrite=args.overwrite, check_sentences=sentences, tolerance=args.tolerance)
+    except (ExportError, OutputDirError) as e:
+        fail(e)
     print(f"exported to {args.out}; SentenceTransformer('{args.out}').encode() matches the hub "
-          f"within {diff:.1e} on {len(sentences)} sentences")
+          f"within {args.tolerance:g} on {len(sentences)} sentences")
 
 
 if __name__ == "__main__":

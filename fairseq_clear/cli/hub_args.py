@@ -51,6 +51,7 @@ def load_hub(args):
     """The hub for ``--checkpoint``/``--data``, on GPU unless ``--cpu`` (errors exit with the message)."""
     import torch
 
+    from ..checkpoint_safety import CorruptCheckpointError, UnsafeCheckpointError, UnsupportedCheckpointError
     from ..models.hub_interface import HubLoadError, from_pretrained
 
     path = os.path.abspath(args.checkpoint)
@@ -61,11 +62,17 @@ def load_hub(args):
             args.data or os.path.dirname(path),
             sentencepiece_model=args.sentencepiece_model,
         )
-    except HubLoadError as e:
-        sys.exit(f"error: {e}")
+    except (HubLoadError, UnsafeCheckpointError, UnsupportedCheckpointError, CorruptCheckpointError) as e:
+        fail(e)
     if not args.cpu and torch.cuda.is_available():
         hub.cuda()
     return hub
+
+
+def fail(error) -> None:
+    """Exit with status 2 and one ``error: ...`` line: a refused or unreadable input is not a crash."""
+    print(f"error: {error}", file=sys.stderr)
+    sys.exit(2)
 
 
 def setup_logging():

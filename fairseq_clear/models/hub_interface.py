@@ -212,7 +212,7 @@ def from_pretrained(
     switched off, so loading needs none of the training machine's files. Other
     keyword arguments override checkpoint options, as in fairseq.
     """
-    from fairseq import hub_utils
+    from fairseq import checkpoint_utils
 
     from .clear_roberta import DictionarySizeError
 
@@ -221,12 +221,13 @@ def from_pretrained(
     model_dir = os.path.abspath(os.path.expanduser(str(model_name_or_path)))
     if not os.path.isdir(model_dir):
         raise HubLoadError(f"model directory '{model_name_or_path}' does not exist")
-    for name in checkpoint_file.split(os.pathsep):
-        if not os.path.isfile(os.path.join(model_dir, name)):
-            raise HubLoadError(
-                f"checkpoint '{os.path.join(model_dir, name)}' does not exist (checkpoint_file="
-                f"'{checkpoint_file}'; fairseq-train writes checkpoint_best.pt and checkpoint_last.pt)"
-            )
+    # one file, even with ':' in its name (fairseq would split it into an ensemble)
+    checkpoint_path = os.path.join(model_dir, checkpoint_file)
+    if not os.path.isfile(checkpoint_path):
+        raise HubLoadError(
+            f"checkpoint '{checkpoint_path}' does not exist (checkpoint_file="
+            f"'{checkpoint_file}'; fairseq-train writes checkpoint_best.pt and checkpoint_last.pt)"
+        )
     data_name_or_path = str(data_name_or_path)
     if data_name_or_path.startswith("."):
         data_dir = os.path.abspath(os.path.join(model_dir, data_name_or_path))
@@ -252,18 +253,13 @@ def from_pretrained(
 
     overrides = dict(INFERENCE_OVERRIDES)
     overrides.update(kwargs)
+    overrides.update(data=data_dir, bpe=bpe, sentencepiece_model=sentencepiece_model, load_checkpoint_heads=True)
     try:
-        x = hub_utils.from_pretrained(
-            model_dir,
-            checkpoint_file,
-            data_dir,
-            bpe=bpe,
-            sentencepiece_model=sentencepiece_model,
-            load_checkpoint_heads=True,
-            **overrides,
-        )
+        # what fairseq's hub_utils.from_pretrained does, with the checkpoint given as a
+        # one-element list so that a ':' in its path is not an ensemble separator
+        models, cfg, task = checkpoint_utils.load_model_ensemble_and_task([checkpoint_path], arg_overrides=overrides)
     except DictionarySizeError as e:
         raise HubLoadError(f"{dict_path}: {e}") from None
-    hub = ClearHubInterface(x["args"], x["task"], x["models"][0], sentencepiece_model)
+    hub = ClearHubInterface(cfg, task, models[0], sentencepiece_model)
     hub.eval()  # inference is what the hub is for; hub.train() turns dropout back on
     return hub

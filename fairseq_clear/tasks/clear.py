@@ -186,8 +186,15 @@ def augmentation_params(cfg) -> aug.AugmentationParams:
     )
 
 
+def data_paths(data: str):
+    """fairseq's ':'-separated data shards, except that an existing directory is one path ('run:1/data')."""
+    if data and os.path.isdir(data):
+        return [data]
+    return utils.split_paths(data)
+
+
 def load_dictionary(data: str) -> Dictionary:
-    paths = utils.split_paths(data)
+    paths = data_paths(data)
     if not paths:
         raise ClearConfigError("no data directory given")
     path = os.path.join(paths[0], "dict.txt")
@@ -230,7 +237,7 @@ class ClearTask(StsValidationMixin, MaskedLMTask):
     def sentencepiece_model_path(self) -> str:
         if self.cfg.sentencepiece_model:
             return self.cfg.sentencepiece_model
-        return os.path.join(utils.split_paths(self.cfg.data)[0], "sentencepiece.model")
+        return os.path.join(data_paths(self.cfg.data)[0], "sentencepiece.model")
 
     def build_augmentation(self) -> aug.Augmentation:
         """AUG(·, seed) of the paper, built once (the synonym index takes a few seconds)."""
@@ -274,7 +281,7 @@ class ClearTask(StsValidationMixin, MaskedLMTask):
 
     # ---- data ---------------------------------------------------------------------
     def load_sentences(self, split, epoch=1, combine=False) -> SentenceDataset:
-        paths = utils.split_paths(self.cfg.data)
+        paths = data_paths(self.cfg.data)
         data_path = paths[(epoch - 1) % len(paths)]
         split_path = os.path.join(data_path, split)
         lines = data_utils.load_indexed_dataset(split_path, self.source_dictionary, combine=combine)

@@ -47,7 +47,7 @@ from ..data import (
     SentenceDataset,
     StackedRowsDataset,
 )
-from .clear import ClearConfig, ClearConfigError, ClearTask
+from .clear import ClearConfig, ClearConfigError, ClearTask, data_paths
 
 logger = logging.getLogger(__name__)
 
@@ -83,7 +83,7 @@ class ContrastivePairsConfig(ClearConfig):
 
 
 def _column_dir(cfg, column: str) -> str:
-    return os.path.join(utils.split_paths(cfg.data)[0], column)
+    return os.path.join(data_paths(cfg.data)[0], column)
 
 
 @register_task("contrastive_pairs", dataclass=ContrastivePairsConfig)
@@ -122,7 +122,7 @@ class ContrastivePairsTask(ClearTask):
     @classmethod
     def load_dictionary(cls, cfg) -> Dictionary:
         """DATA/dict.txt, or the anchor column's; every column must use the same one."""
-        root = utils.split_paths(cfg.data)[0]
+        root = data_paths(cfg.data)[0]
         candidates = [os.path.join(root, "dict.txt"), os.path.join(root, cfg.anchor_column, "dict.txt")]
         path = next((p for p in candidates if os.path.isfile(p)), None)
         if path is None:

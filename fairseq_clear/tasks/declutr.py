@@ -37,7 +37,7 @@ from ..data import (
     StackedRowsDataset,
 )
 from ..span_sampling import SpanSamplingParams, parse_beta
-from .clear import ClearConfig, ClearConfigError, ClearTask
+from .clear import ClearConfig, ClearConfigError, ClearTask, data_paths
 
 logger = logging.getLogger(__name__)
 
@@ -140,7 +140,7 @@ class DeclutrTask(ClearTask):
         return model
 
     def load_dataset(self, split, epoch=1, combine=False, **kwargs):
-        paths = utils.split_paths(self.cfg.data)
+        paths = data_paths(self.cfg.data)
         split_path = os.path.join(paths[(epoch - 1) % len(paths)], split)
         lines = data_utils.load_indexed_dataset(split_path, self.source_dictionary, combine=combine)
         if lines is None:

@@ -1,0 +1,1 @@
+"""Exports of trained models to other libraries' formats (Hugging Face / sentence-transformers)."""
