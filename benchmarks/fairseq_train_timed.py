@@ -46,22 +46,10 @@ def _tokens(tensor, pad):
 
 
 def track_prefetch_threads():
-    """Stop fairseq's prefetch threads at exit for any task, not only the plugin's."""
-    import importlib.util
+    """Stop fairseq's prefetch threads at exit for any task, not only the plugin's (the plugin's own fix)."""
+    from fairseq_clear.fairseq_fixes import prefetch_threads
 
-    from fairseq.tasks.fairseq_task import FairseqTask
-
-    # loaded by path: importing the package would register the plugin before --user-dir does
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fairseq_clear", "data", "prefetch_threads.py")
-    spec = importlib.util.spec_from_file_location("_bench_prefetch_threads", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    original = FairseqTask.get_batch_iterator
-
-    def tracked(self, *args, **kwargs):
-        return module.track(original(self, *args, **kwargs))
-
-    FairseqTask.get_batch_iterator = tracked
+    prefetch_threads.apply()
 
 
 def main():

@@ -17,6 +17,7 @@ import logging
 import os
 import pickle
 import re
+import zipfile
 
 import numpy as np
 import torch
@@ -75,6 +76,40 @@ def _corrupt(path, error) -> CorruptCheckpointError:
     )
 
 
+def zip_damage(path):
+    """None when ``path`` is a complete torch zip checkpoint whose every record matches its CRC-32
+    (torch.save writes one per record; torch.load never checks them); else what is wrong."""
+    try:
+        with zipfile.ZipFile(path) as z:
+            bad = z.testzip()
+    except zipfile.BadZipFile as e:
+        return f"not a complete zip archive ({e})"
+    except (OSError, EOFError, RuntimeError, ValueError) as e:
+        return f"unreadable ({type(e).__name__}: {e})"
+    if bad is not None:
+        return f"record '{bad}' does not match the CRC-32 written at save time"
+    return None
+
+
+def is_zip(path) -> bool:
+    try:
+        with open(path, "rb") as f:
+            return f.read(2) == b"PK"
+    except OSError:
+        return False
+
+
+def verify_integrity(path) -> None:
+    """Refuse a torch zip checkpoint with a damaged record (a flipped bit loads silently otherwise)."""
+    if is_zip(path):
+        damage = zip_damage(path)
+        if damage:
+            raise CorruptCheckpointError(
+                f"checkpoint '{path}' is corrupt: {damage}. Restore it from a copy, or restart "
+                "from another checkpoint in the same directory"
+            )
+
+
 def allow_fairseq_checkpoints():
     """Add :data:`SAFE_GLOBALS` to torch's ``weights_only`` allow-list (idempotent)."""
     torch.serialization.add_safe_globals(SAFE_GLOBALS)
@@ -83,6 +118,7 @@ def allow_fairseq_checkpoints():
 def safe_load(path, map_location="cpu"):
     """``torch.load(path, weights_only=True)`` with the allow-list and a clear refusal."""
     allow_fairseq_checkpoints()
+    verify_integrity(path)
     try:
         return torch.load(path, map_location=map_location, weights_only=True)
     except pickle.UnpicklingError as e:
@@ -118,75 +154,6 @@ def _forced_weights_only():
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
-
-
-def patch_fairseq_loader():
-    """Make fairseq's ``load_checkpoint_to_cpu`` safe whatever the environment, and clear.
-
-    fairseq calls ``torch.load`` without ``weights_only``; the wrapper adds the
-    allow-list, forces ``weights_only=True`` even if the environment asks for
-    ``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD``, and turns a refusal into a message
-    that names the file. Before fairseq reads the config, the config is checked
-    by :func:`check_checkpoint_config`.
-    """
-    from fairseq import checkpoint_utils
-
-    original = checkpoint_utils.load_checkpoint_to_cpu
-    if getattr(original, "_clear_safe", False):
-        return
-
-    @functools.wraps(original)
-    def load_checkpoint_to_cpu(path, *args, **kwargs):
-        allow_fairseq_checkpoints()
-        try:
-            with _forced_weights_only():
-                check_checkpoint_config(_peek_state(checkpoint_utils.PathManager.get_local_path(path)), path)
-                return original(path, *args, **kwargs)
-        except pickle.UnpicklingError as e:
-            raise _refusal(path, e) from None
-        except (EOFError, OSError, RuntimeError) as e:
-            if _looks_corrupt(path, e):
-                raise _corrupt(path, e) from None
-            raise
-
-    load_checkpoint_to_cpu._clear_safe = True
-    checkpoint_utils.load_checkpoint_to_cpu = load_checkpoint_to_cpu
-
-
-def patch_atomic_checkpoint_copy():
-    """Make fairseq's copies to ``checkpoint_last.pt`` (and _best) atomic.
-
-    fairseq writes each checkpoint once (atomically: ``.tmp``, then rename) and
-    then copies it to ``checkpoint_last.pt`` with ``shutil.copyfile``, which
-    truncates the previous file first: a kill during that copy leaves no intact
-    ``checkpoint_last.pt`` to resume from. Local copies here go to a temporary
-    name and are renamed over the target, so it is always old or new, never half.
-    """
-    import shutil
-
-    from fairseq import checkpoint_utils
-
-    base = checkpoint_utils.PathManager
-    if getattr(base, "_clear_atomic_copy", False):
-        return
-
-    class AtomicCopyPathManager(base):
-        _clear_atomic_copy = True
-
-        @staticmethod
-        def copy(src_path, dst_path, overwrite=False):
-            if not base.supports_rename(dst_path) or (not overwrite and os.path.exists(dst_path)):
-                return base.copy(src_path, dst_path, overwrite=overwrite)
-            tmp = f"{dst_path}.tmp-copy-{os.getpid()}"
-            try:
-                shutil.copyfile(src_path, tmp)
-                os.replace(tmp, dst_path)
-            finally:
-                if os.path.exists(tmp):
-                    os.unlink(tmp)
-            return True
-
-    checkpoint_utils.PathManager = AtomicCopyPathManager
 
 
 # ---------------------------------------------------------------------------

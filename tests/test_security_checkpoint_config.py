@@ -19,7 +19,6 @@ import torch
 
 import fairseq_clear  # noqa: F401  (patches fairseq's loader)
 from fairseq import checkpoint_utils
-from fairseq_clear import checkpoint_safety
 from fairseq_clear.checkpoint_safety import UnsupportedCheckpointError, check_checkpoint_config, safe_load
 from fairseq_clear.testing.harness import logged
 from helpers import bin_path, run_cli, train_args
@@ -88,7 +87,9 @@ def test_without_the_check_the_config_really_runs_code(trained, tiny_data, tmp_p
     """The threat is real: with the check switched off, fairseq's builder runs the payload."""
     marker = tmp_path / "ran"
     evil = crafted(trained, tmp_path / "evil.pt", marker, "fconv_lm")
-    monkeypatch.setattr(checkpoint_safety, "check_checkpoint_config", lambda state, path: None)
+    from fairseq_clear.fairseq_fixes import safe_checkpoint_loading
+
+    monkeypatch.setattr(safe_checkpoint_loading, "check_checkpoint_config", lambda state, path: None)
     with pytest.raises(Exception):
         checkpoint_utils.load_model_ensemble_and_task([str(evil)], arg_overrides={"data": str(tiny_data)})
     assert marker.exists(), "the crafted config did not run: this test no longer shows the threat"

@@ -27,7 +27,8 @@ from fairseq.tasks import register_task
 from fairseq.tasks.masked_lm import MaskedLMConfig, MaskedLMTask
 
 from .. import augmentations as aug
-from ..data import ContrastiveViewsDataset, EpochShuffledDataset, SentenceDataset, batching
+from ..data import ContrastiveViewsDataset, EpochShuffledDataset, SentenceDataset
+from ..fairseq_fixes.keep_last_batch import keeping_last_batch
 from ..evaluation.sts_validation import HELP as STS_VALIDATION_HELP, StsValidationMixin
 
 logger = logging.getLogger(__name__)
@@ -352,7 +353,7 @@ class ClearTask(StsValidationMixin, MaskedLMTask):
         self.datasets[split] = EpochShuffledDataset(dataset, self.cfg.seed, sizes=sentences.sizes)
 
     def get_batch_iterator(self, dataset, *args, **kwargs):
-        with batching.keeping_last_batch(dataset):  # fairseq drops it: see data/batching.py
+        with keeping_last_batch(dataset):  # fairseq drops it: see fairseq_fixes/keep_last_batch.py
             itr = super().get_batch_iterator(dataset, *args, **kwargs)
         # --num-workers > 0: a worker holds the copy of the dataset made when it
         # started, so fairseq's reused, persistent DataLoader would keep epoch 1's
@@ -360,7 +361,7 @@ class ClearTask(StsValidationMixin, MaskedLMTask):
         # right epoch and diverges. A fresh loader per epoch sees set_epoch().
         itr.reuse_dataloader = False
         itr.persistent_workers = False
-        return itr  # its prefetch thread is stopped at exit: compat.patch_prefetch_threads
+        return itr  # its prefetch thread is stopped at exit: fairseq_fixes/prefetch_threads.py
 
     def train_step(self, sample, model, criterion, optimizer, update_num, ignore_grad=False):
         if ignore_grad and isinstance(sample.get("contrastive"), dict):

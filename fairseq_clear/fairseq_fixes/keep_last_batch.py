@@ -13,6 +13,11 @@ import logging
 
 import numpy as np
 
+from ._version import check_version
+
+#: the fairseq release this fix was written and tested against
+WRITTEN_FOR = "0.12.3.1"
+
 logger = logging.getLogger(__name__)
 
 
@@ -20,6 +25,7 @@ logger = logging.getLogger(__name__)
 def keeping_last_batch(dataset):
     """While active, ``dataset.batch_by_size`` drops no index (an instance attribute,
     removed on exit so that the dataset still pickles for DataLoader workers)."""
+    check_version(__name__, WRITTEN_FOR)
     original = dataset.batch_by_size
 
     def batch_by_size(indices, max_tokens=None, max_sentences=None,

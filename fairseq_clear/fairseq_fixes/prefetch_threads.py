@@ -19,6 +19,11 @@ import queue
 import time
 import weakref
 
+from ._version import check_version
+
+#: the fairseq release this fix was written and tested against
+WRITTEN_FOR = "0.12.3.1"
+
 _ITERATORS = weakref.WeakSet()
 #: upper bound on the wait at exit (one batch is built in well under this)
 EXIT_TIMEOUT_S = 60.0
@@ -61,3 +66,20 @@ def stop_prefetch_threads(timeout: float = EXIT_TIMEOUT_S) -> int:
 
 
 atexit.register(stop_prefetch_threads)
+
+
+def apply():
+    """Every task's batch iterators (sentence_prediction fine-tuning included, when the
+    plugin is loaded) stop their prefetch thread at exit."""
+    from fairseq.tasks.fairseq_task import FairseqTask
+
+    check_version(__name__, WRITTEN_FOR)
+    original = FairseqTask.get_batch_iterator
+    if getattr(original, "_clear_tracked", False):
+        return
+
+    def get_batch_iterator(self, *args, **kwargs):
+        return track(original(self, *args, **kwargs))
+
+    get_batch_iterator._clear_tracked = True
+    FairseqTask.get_batch_iterator = get_batch_iterator

@@ -1,0 +1,111 @@
+"""One fairseq-train run per --save-dir, and our orphaned temporary files cleaned up.
+
+fairseq lets two runs write the same --save-dir; they overwrite each other's
+checkpoints (and, with fairseq's fixed ``.tmp`` names, each other's half-written
+files). The first rank of a run takes an exclusive ``flock`` on
+``SAVE_DIR/.fairseq_clear.lock`` for its lifetime; a second run stops at start-up
+with an error naming the first (pid, host, start time). Temporary files that this
+package writes (``*.tmp-save-PID-N``, ``*.tmp-copy-PID``) and whose process is gone
+(killed mid-save) are removed then — nothing else is.
+Limits: flock is per host; on a network file system shared by several hosts the
+lock may not be seen by the other host.
+"""
+
+import errno
+import fcntl
+import json
+import logging
+import os
+import socket
+import time
+
+from ._durable_io import OWN_TEMP, remove_own
+from ._version import check_version
+
+logger = logging.getLogger(__name__)
+
+#: the fairseq release this fix was written and tested against
+WRITTEN_FOR = "0.12.3.1"
+LOCK_NAME = ".fairseq_clear.lock"
+_held = {}  # save_dir -> open lock file, kept for the life of the process
+
+
+class SaveDirInUseError(RuntimeError):
+    """Another live run holds the --save-dir lock."""
+
+
+def acquire(save_dir) -> None:
+    save_dir = os.path.abspath(save_dir)
+    if save_dir in _held:
+        return
+    os.makedirs(save_dir, exist_ok=True)
+    path = os.path.join(save_dir, LOCK_NAME)
+    f = open(path, "a+", encoding="utf-8")
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as e:
+        if e.errno not in (errno.EAGAIN, errno.EACCES):
+            raise
+        f.seek(0)
+        holder = f.read().strip() or "unknown"
+        f.close()
+        raise SaveDirInUseError(
+            f"--save-dir '{save_dir}' is in use by another fairseq-train run ({holder}); "
+            "wait for it to finish, stop it, or give this run another --save-dir"
+        ) from None
+    f.seek(0)
+    f.truncate()
+    f.write(json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
+                        "started": time.strftime("%Y-%m-%d %H:%M:%S")}))
+    f.flush()
+    _held[save_dir] = f
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_stale_temp_files(save_dir) -> list:
+    """Remove our temporary files left by a process that no longer runs; returns their names."""
+    removed = []
+    try:
+        names = os.listdir(save_dir)
+    except FileNotFoundError:
+        return removed
+    for name in names:
+        m = OWN_TEMP.match(name)
+        if m and int(m.group("pid")) != os.getpid() and not _alive(int(m.group("pid"))):
+            remove_own(os.path.join(save_dir, name))
+            removed.append(name)
+    if removed:
+        logger.info("removed %d temporary file(s) of an interrupted save in %s: %s",
+                    len(removed), save_dir, ", ".join(sorted(removed)))
+    return removed
+
+
+def _is_first_rank(trainer) -> bool:
+    return getattr(trainer, "data_parallel_rank", 0) == 0 and getattr(trainer, "is_data_parallel_master", True)
+
+
+def apply():
+    from fairseq import checkpoint_utils
+
+    check_version(__name__, WRITTEN_FOR)
+    original = checkpoint_utils.load_checkpoint
+    if getattr(original, "_clear_locked", False):
+        return
+
+    def load_checkpoint(cfg, trainer, **passthrough_args):
+        if not cfg.no_save and _is_first_rank(trainer):
+            acquire(cfg.save_dir)  # before anything in it is read or written
+            remove_stale_temp_files(cfg.save_dir)
+        return original(cfg, trainer, **passthrough_args)
+
+    load_checkpoint._clear_locked = True
+    checkpoint_utils.load_checkpoint = load_checkpoint
