@@ -81,6 +81,11 @@ def zip_damage(path):
     (torch.save writes one per record; torch.load never checks them); else what is wrong."""
     try:
         with zipfile.ZipFile(path) as z:
+            infos = z.infolist()
+            # zipfile tolerates bytes before the archive; torch.load does not (a retried write
+            # appended to a half-written file looks exactly like that)
+            if infos and min(i.header_offset for i in infos) != 0:
+                return f"has {min(i.header_offset for i in infos)} stray bytes before its first record"
             bad = z.testzip()
     except zipfile.BadZipFile as e:
         return f"not a complete zip archive ({e})"

@@ -75,4 +75,5 @@ def apply():
         return durable_save(obj, filename)
 
     torch_persistent_save._clear_durable = True
+    torch_persistent_save.__wrapped__ = original
     checkpoint_utils.torch_persistent_save = torch_persistent_save
