@@ -277,6 +277,19 @@ class AugmentationParams:
                 raise AugmentationConfigError(
                     f"--{name.replace('_', '-')} must be >= 0, got {value}"
                 )
+        # the expected share touched is count x ratio; at 1 or more nothing fits in a
+        # sentence (a real token must survive a deletion; swapped spans must not overlap)
+        if self.del_span_count * self.del_span_ratio >= 1.0:
+            raise AugmentationConfigError(
+                f"--del-span-count x --del-span-ratio is the expected share deleted and must be "
+                f"below 1, got {self.del_span_count} x {self.del_span_ratio} (paper: 5 x 0.05 = 0.25)"
+            )
+        if 2 * self.reorder_pairs * self.reorder_span_ratio > 1.0:
+            raise AugmentationConfigError(
+                f"2 x --reorder-pairs x --reorder-span-ratio is the expected share moved and must be "
+                f"at most 1, got 2 x {self.reorder_pairs} x {self.reorder_span_ratio} "
+                "(paper: 2 x 5 x 0.05 = 0.5)"
+            )
 
 
 def parse_augmentations(spec: str) -> List[str]:
@@ -374,15 +387,36 @@ def build_augmentation(
         else:  # parse_augmentations already rejects these
             raise AugmentationConfigError(f"unknown augmentation '{name}'")
 
+    deletes = del_idx is not None and any(n in (DEL_WORD, DEL_SPAN) for n in names)
     if len(steps) == 1:
         return steps[0]
 
     def composed(tokens, rng):
         for step in steps:
             tokens = step(tokens, rng)
-        return tokens
+        # §3.3: consecutive [DEL]s become one, also when a later step (reorder,
+        # subs) brought two together
+        return merge_deletions(tokens, del_idx) if deletes else tokens
 
     return composed
+
+
+def changed_share(original: np.ndarray, augmented: np.ndarray) -> float:
+    """Share of ``original``'s tokens that the augmentation changed.
+
+    Tokens missing from the output (deleted or substituted) count as changed, and
+    for an output of the same length so do moved ones (reorder).
+    """
+    n = len(original)
+    if n == 0:
+        return 0.0
+    values, counts = np.unique(original, return_counts=True)
+    out_counts = dict(zip(*np.unique(augmented, return_counts=True)))
+    kept = sum(min(c, out_counts.get(v, 0)) for v, c in zip(values.tolist(), counts.tolist()))
+    share = 1.0 - kept / n
+    if len(augmented) == n:
+        share = max(share, float(np.mean(original != augmented)))
+    return share
 
 
 def build_mixture(

@@ -35,6 +35,10 @@ def load_synonym_table(path: str) -> Dict[str, List[str]]:
             table = json.load(f)
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise AugmentationConfigError(f"--synonym-table: '{path}' is not valid JSON ({e})") from None
+    except RecursionError:
+        raise AugmentationConfigError(
+            f"--synonym-table: '{path}' is nested too deeply to be a table word -> [synonyms]"
+        ) from None
     if not isinstance(table, dict):
         raise AugmentationConfigError(
             f"--synonym-table: '{path}' must hold a JSON object word -> [synonyms], "
@@ -114,6 +118,12 @@ def build_synonym_index(
             skipped += 1
             continue
         synonyms.setdefault(tuple(key.tolist()), []).extend(options)
+    if not synonyms:
+        raise AugmentationConfigError(
+            f"--synonym-table: none of its {len(table)} entries is usable with this dictionary "
+            "(empty table, or every word or synonym has pieces outside dict.txt): 'subs' would "
+            "change nothing. Build the table from this corpus with clear-synonyms"
+        )
     logger.info(
         "synonym index: %d word forms with synonyms (%d table entries skipped: "
         "pieces outside the dictionary or no usable synonym)",

@@ -34,6 +34,17 @@ CASES = [
     ("del-span-ratio-above-1", ["--del-span-ratio", "2"], "--del-span-ratio must be in [0, 1]"),
     ("reorder-span-ratio-negative", ["--reorder-span-ratio", "-1"], "--reorder-span-ratio"),
     ("del-span-count-negative", ["--del-span-count", "-2"], "--del-span-count must be >= 0"),
+    # accepted values that used to change nothing (0% of sentences) are refused with the range
+    ("del-span-ratio-1", ["--augmentations", "del-span", "--del-span-ratio", "1"],
+     "--del-span-count x --del-span-ratio is the expected share deleted and must be below 1"),
+    ("del-span-ratio-0.9", ["--augmentations", "del-span", "--del-span-ratio", "0.9"],
+     "must be below 1, got 5 x 0.9"),
+    ("reorder-span-ratio-0.6", ["--augmentations", "reorder", "--reorder-span-ratio", "0.6", "--reorder-pairs", "1"],
+     "2 x --reorder-pairs x --reorder-span-ratio is the expected share moved and must be at most 1"),
+    ("mask-prob-0", ["--mask-prob", "0"], "--mask-prob must be strictly between 0 and 1"),
+    ("mask-prob-1", ["--mask-prob", "1"], "--mask-prob must be strictly between 0 and 1"),
+    ("unmasked-plus-random-above-1", ["--leave-unmasked-prob", "0.6", "--random-token-prob", "0.6"],
+     "--leave-unmasked-prob + --random-token-prob must be at most 1"),
     ("mask-prob-above-1", ["--mask-prob", "1.2"], "--mask-prob must be in [0, 1]"),
     # the loss
     ("temperature-zero", ["--temperature", "0"], "--temperature must be > 0"),
@@ -56,6 +67,12 @@ CASES = [
     ("subs-sentencepiece-missing",
      ["--augmentations", "subs", "--synonym-table", "{tmp}/ok.json", "--sentencepiece-model",
       "{tmp}/none.model"], "--sentencepiece-model"),
+    ("subs-table-empty", ["--augmentations", "subs", "--synonym-table", "{tmp}/empty.json"],
+     "--synonym-table: none of its 0 entries is usable"),
+    ("subs-table-out-of-vocabulary", ["--augmentations", "subs", "--synonym-table", "{tmp}/oov.json"],
+     "--synonym-table: none of its 2 entries is usable"),
+    ("subs-table-nested", ["--augmentations", "subs", "--synonym-table", "{tmp}/nested.json"],
+     "is nested too deeply"),
     # task and model shape
     ("sample-break-mode", ["--sample-break-mode", "none"], "--sample-break-mode must be 'eos'"),
     ("tokens-per-sample-2", ["--tokens-per-sample", "2"], "--tokens-per-sample must be >= 3"),
@@ -75,7 +92,7 @@ CASES = [
 CLI_ROWS = {
     "unknown-augmentation", "del-word-rate-above-1", "temperature-inf", "cl-weight-nan", "fp16-on-cpu",
     "loss-form-unknown", "gather-on-world-size-1", "subs-without-table",
-    "declutr-min-above-max", "no-dict", "dictionary-size-mismatch",
+    "declutr-min-above-max", "no-dict", "dictionary-size-mismatch", "subs-table-empty", "mask-prob-1",
 }
 #: need fairseq's trainer (they fail while loading a checkpoint)
 CLI_ONLY = {"dictionary-size-mismatch"}
@@ -95,6 +112,10 @@ def workspace(tiny_data, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("config_errors")
     (tmp / "bad.json").write_text('{"cat": ["feline"], ', encoding="utf-8")
     (tmp / "ok.json").write_text(json.dumps({"cat": ["feline"]}), encoding="utf-8")
+    (tmp / "empty.json").write_text("{}", encoding="utf-8")
+    # words whose pieces are not in the synthetic corpus's dictionary
+    (tmp / "oov.json").write_text(json.dumps({"\u0416\u0416\u0416": ["\u0429\u0429"], "\u4e2d\u4e2d": ["\u6587\u6587"]}), encoding="utf-8")
+    (tmp / "nested.json").write_text("[" * 100000 + "]" * 100000, encoding="utf-8")
     (tmp / "empty_dir").mkdir()
     (tmp / "dict_only").mkdir()
     shutil.copy(tiny_data / "dict.txt", tmp / "dict_only" / "dict.txt")

@@ -158,6 +158,17 @@ def validate_config(cfg) -> list:
         value = getattr(cfg, name)
         if not 0.0 <= value <= 1.0:
             raise ClearConfigError(f"--{name.replace('_', '-')} must be in [0, 1], got {value}")
+    # fairseq's MaskTokensDataset asserts these (a bare AssertionError otherwise)
+    if not cfg.no_mlm and not 0.0 < cfg.mask_prob < 1.0:
+        raise ClearConfigError(
+            f"--mask-prob must be strictly between 0 and 1 (paper: 0.15), got {cfg.mask_prob}; "
+            "to train without masked-LM pass --no-mlm"
+        )
+    if cfg.leave_unmasked_prob + cfg.random_token_prob > 1.0:
+        raise ClearConfigError(
+            f"--leave-unmasked-prob + --random-token-prob must be at most 1 (paper: 0.1 + 0.1), got "
+            f"{cfg.leave_unmasked_prob} + {cfg.random_token_prob}"
+        )
     params = augmentation_params(cfg)
     params.validate()
     if cfg.augmentation_mix:
@@ -280,6 +291,26 @@ class ClearTask(StsValidationMixin, MaskedLMTask):
         )
         return share
 
+    def log_augmentation_shares(self, sentences, sample_size: int = 500):
+        """Log the measured share of changed tokens of each augmentation (and the composition)."""
+        if len(sentences) == 0 or self.cfg.augmentation_mix:
+            return {}
+        params = augmentation_params(self.cfg)
+        index = getattr(self, "synonym_index", None)
+        picks = np.linspace(0, len(sentences) - 1, min(sample_size, len(sentences))).astype(int)
+        bodies = [sentences[int(i)][1:-1].numpy() for i in picks]
+        names = list(dict.fromkeys(self.augmentation_names))
+        shares = {}
+        for label, parts in [(n, [n]) for n in names] + ([(",".join(self.augmentation_names), self.augmentation_names)] if len(names) > 1 else []):
+            fn = aug.build_augmentation(parts, params, self.del_idx, index)
+            rng = np.random.default_rng(self.cfg.seed)
+            shares[label] = float(np.mean([aug.changed_share(b, fn(b, rng)) for b in bodies]))
+        logger.info(
+            "augmentation: measured share of changed tokens on %d sentences: %s",
+            len(bodies), ", ".join(f"{k} {100 * v:.1f}%" for k, v in shares.items()),
+        )
+        return shares
+
     # ---- data ---------------------------------------------------------------------
     def load_sentences(self, split, epoch=1, combine=False) -> SentenceDataset:
         paths = data_paths(self.cfg.data)
@@ -338,6 +369,7 @@ class ClearTask(StsValidationMixin, MaskedLMTask):
         if not self.cfg.mlm_only:
             if split == getattr(self.cfg, "train_subset", "train"):
                 self.log_synonym_coverage(sentences)
+                self.log_augmentation_shares(sentences)
             defn["contrastive"] = ContrastiveViewsDataset(
                 sentences,
                 self.build_augmentation(),
