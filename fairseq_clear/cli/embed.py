@@ -17,8 +17,9 @@ import sys
 import time
 
 import numpy as np
+import torch
 
-from .hub_args import add_checkpoint_args, add_embedding_args, load_hub, setup_logging
+from .hub_args import add_checkpoint_args, add_embedding_args, fail, load_hub, setup_logging
 
 logger = logging.getLogger("clear-embed")
 
@@ -27,59 +28,225 @@ def get_parser():
     parser = argparse.ArgumentParser(
         prog="clear-embed",
         description="Embed a file of sentences (one per line) with a trained checkpoint; "
-        "writes a float32 .npy matrix, row i = line i.",
+        "writes a float32 .npy matrix, row i = line i. Streams: memory does not grow with the file.",
     )
     add_checkpoint_args(parser)
     add_embedding_args(parser, "cls ([CLS], the paper) or mean (default: the model's --sentence-pooling)")
     io = parser.add_argument_group("input and output")
     io.add_argument("--input", required=True, metavar="FILE", help="UTF-8 text, one sentence per line ('-' = stdin)")
-    io.add_argument("--output", required=True, metavar="FILE", help="the .npy file to write (N x dim, float32)")
+    io.add_argument("--output", required=True, metavar="FILE",
+                    help="the .npy file to write (N x dim, float32), at exactly this path")
     io.add_argument("--tsv", metavar="FILE", help="also write the vectors as tab-separated text, one per line")
     io.add_argument("--normalize", action="store_true", help="scale every vector to unit length")
+    run = parser.add_argument_group("running")
+    run.add_argument("--device", help="cpu, cuda or cuda:N (default: cuda if available unless --cpu)")
+    run.add_argument("--precision", choices=("fp32", "bf16", "fp16"), default="fp32",
+                     help="autocast precision of the forward pass (fp16: GPU only; default: fp32)")
+    run.add_argument("--fp16", action="store_true", help="same as --precision fp16")
+    run.add_argument("--chunk-size", type=int, default=10000,
+                     help="sentences read, embedded and written at a time (memory is bounded by it; default: 10000)")
+    run.add_argument("--log-interval", type=float, default=30.0,
+                     help="seconds between progress lines when stderr is not a terminal (default: 30)")
     return parser
 
 
-def read_sentences(path: str):
+def _lines(path: str):
     # only '\n' ends a line, as for wc -l and the row count: not splitlines() (U+2028,
     # U+0085, ...), and newline="\n" so that a lone '\r' inside a line does not either
     if path == "-":
         buffer = getattr(sys.stdin, "buffer", None)  # a StringIO in tests has none
         stdin = sys.stdin if buffer is None else io.TextIOWrapper(buffer, encoding="utf-8", newline="\n")
-        return [line.rstrip("\n").rstrip("\r") for line in stdin]
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"--input '{path}' does not exist")
+        for line in stdin:
+            yield line.rstrip("\n").rstrip("\r")
+        return
     with open(path, encoding="utf-8", newline="\n") as f:
-        return [line.rstrip("\n").rstrip("\r") for line in f]
+        for line in f:
+            yield line.rstrip("\n").rstrip("\r")
+
+
+def read_sentences(path: str):
+    """All lines of ``path`` (for callers that want a list; the CLI streams)."""
+    if path != "-" and not os.path.isfile(path):
+        raise FileNotFoundError(f"--input '{path}' does not exist")
+    return list(_lines(path))
+
+
+def _chunks(lines, size):
+    chunk = []
+    for line in lines:
+        chunk.append(line)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def check_output_path(path: str, option: str) -> str:
+    """The path itself (never a renamed one): refuse a directory or an unwritable place, before any work."""
+    path = os.path.abspath(path)
+    if os.path.isdir(path):
+        raise OutputError(f"{option} '{path}' is a directory; give a file name, e.g. {os.path.join(path, 'vectors.npy')}")
+    existing = os.path.dirname(path)
+    while not os.path.exists(existing):
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        raise OutputError(f"{option} '{path}': '{existing}' is a file, not a directory")
+    if not os.access(existing, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
+        raise OutputError(f"{option} '{path}' is not writable")
+    return path
+
+
+class OutputError(ValueError):
+    """An output path cannot be written; the message names the option."""
+
+
+class NpyRowWriter:
+    """Append float32 rows to a .npy file of unknown final length, in constant memory.
+
+    Rows go to a temporary sibling after a fixed-size header that is rewritten
+    with the real row count at the end; the file then replaces ``path`` in one
+    rename, so ``path`` is never a partial matrix.
+    """
+
+    HEADER_BYTES = 128  # room for any row count
+
+    def __init__(self, path: str, dim: int):
+        self.path, self.dim, self.rows = path, dim, 0
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        self.tmp = f"{path}.partial-{os.getpid()}"
+        self.f = open(self.tmp, "wb")
+        self.f.write(self._header(0))
+
+    def _header(self, rows):
+        text = "{'descr': '<f4', 'fortran_order': False, 'shape': (%d, %d), }" % (rows, self.dim)
+        body = text.ljust(self.HEADER_BYTES - 10 - 1) + "\n"
+        return b"\x93NUMPY\x01\x00" + len(body).to_bytes(2, "little") + body.encode("latin1")
+
+    def write(self, vectors: np.ndarray):
+        self.f.write(np.ascontiguousarray(vectors, dtype="<f4").tobytes())
+        self.rows += len(vectors)
+
+    def close(self):
+        self.f.seek(0)
+        self.f.write(self._header(self.rows))
+        self.f.flush()
+        os.fsync(self.f.fileno())
+        self.f.close()
+        os.replace(self.tmp, self.path)
+
+    def abort(self):
+        self.f.close()
+        if os.path.exists(self.tmp):
+            os.unlink(self.tmp)  # ours: created in __init__
+
+
+class Progress:
+    """A tqdm bar on a terminal; otherwise a log line every ``interval`` seconds."""
+
+    def __init__(self, total, interval):
+        self.start = self.last = time.time()
+        self.done, self.total, self.interval = 0, total, interval
+        self.bar = None
+        if sys.stderr.isatty():
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, unit="sent", desc="embedding")
+
+    def update(self, n):
+        self.done += n
+        if self.bar is not None:
+            self.bar.update(n)
+            return
+        now = time.time()
+        if now - self.last >= self.interval:
+            self.last = now
+            rate = self.done / max(now - self.start, 1e-9)
+            of = f" of {self.total}" if self.total is not None else ""
+            logger.info("embedded %d%s sentences (%.0f sentences/s)", self.done, of, rate)
+
+    def close(self):
+        if self.bar is not None:
+            self.bar.close()
+
+
+def _count_lines(path):
+    if path == "-":
+        return None
+    with open(path, "rb") as f:
+        return sum(chunk.count(b"\n") for chunk in iter(lambda: f.read(1 << 20), b"")) + (
+            1 if os.path.getsize(path) and not _ends_with_newline(path) else 0)
+
+
+def _ends_with_newline(path):
+    with open(path, "rb") as f:
+        f.seek(-1, os.SEEK_END)
+        return f.read(1) == b"\n"
 
 
 def main(argv=None):
     setup_logging()
     args = get_parser().parse_args(argv)
+    if args.fp16:
+        args.precision = "fp16"
+    if args.chunk_size < 1:
+        fail(f"--chunk-size must be >= 1, got {args.chunk_size}")
+    if args.input != "-" and not os.path.isfile(args.input):
+        fail(f"--input '{args.input}' does not exist")
     try:
-        sentences = read_sentences(args.input)
-    except (FileNotFoundError, UnicodeDecodeError) as e:
-        sys.exit(f"error: --input: {e}")
+        output = check_output_path(args.output, "--output")
+        tsv = check_output_path(args.tsv, "--tsv") if args.tsv else None
+    except OutputError as e:
+        fail(e)
     hub = load_hub(args)
-    empty = sum(1 for s in sentences if not s.strip())
-    logger.info("%d sentences from %s (%d empty, embedded as <s></s>)", len(sentences), args.input, empty)
+    try:
+        device = args.device or ("cpu" if args.cpu or not torch.cuda.is_available() else "cuda")
+        hub.embed([""], device=device, precision=args.precision)  # checks device and precision
+    except ValueError as e:
+        fail(f"--device/--precision: {e}")
+    total = _count_lines(args.input)
+    writer = NpyRowWriter(output, hub.embed([""], head=args.head).shape[1])
+    tsv_file = open(f"{tsv}.partial-{os.getpid()}", "w", encoding="utf-8") if tsv else None
+    progress = Progress(total, args.log_interval)
     start = time.time()
-    vectors = hub.embed(
-        sentences, pooling=args.pooling, batch_size=args.batch_size, normalize=args.normalize,
-        show_progress=sys.stderr.isatty(), head=args.head,
-    )
+    empty = truncated = 0
+    try:
+        for chunk in _chunks(_lines(args.input), args.chunk_size):
+            vectors = hub.embed(chunk, pooling=args.pooling, batch_size=args.batch_size, normalize=args.normalize,
+                                show_progress=False, head=args.head, precision=args.precision)
+            truncated += hub.num_truncated
+            empty += sum(1 for s in chunk if not s.strip())
+            writer.write(vectors)
+            if tsv_file:
+                np.savetxt(tsv_file, vectors, delimiter="\t", fmt="%.6g")
+            progress.update(len(chunk))
+    except UnicodeDecodeError as e:
+        writer.abort()
+        if tsv_file:
+            tsv_file.close()
+            os.unlink(tsv_file.name)
+        fail(f"--input: {e}")
+    except BaseException:
+        writer.abort()
+        if tsv_file:
+            tsv_file.close()
+            os.unlink(tsv_file.name)
+        raise
+    progress.close()
+    writer.close()
+    if tsv_file:
+        tsv_file.close()
+        os.replace(tsv_file.name, tsv)
     seconds = time.time() - start
+    logger.info("%d sentences from %s (%d empty, embedded as <s></s>)", writer.rows, args.input, empty)
     logger.info(
-        "embedded %d sentences in %.1f s (%s pooling, head %s; %d truncated to %d positions)",
-        len(sentences), seconds, args.pooling or hub.default_pooling, args.head,
-        hub.num_truncated, hub.model.max_positions(),
+        "embedded %d sentences in %.1f s (%.0f sentences/s; %s pooling, head %s, %s; %d truncated to %d positions)",
+        writer.rows, seconds, writer.rows / max(seconds, 1e-9), args.pooling or hub.default_pooling, args.head,
+        args.precision, truncated, hub.model.max_positions(),
     )
-    out_dir = os.path.dirname(os.path.abspath(args.output))
-    os.makedirs(out_dir, exist_ok=True)
-    np.save(args.output, vectors.astype(np.float32))
-    logger.info("wrote %s %s", args.output, vectors.shape)
-    if args.tsv:
-        np.savetxt(args.tsv, vectors, delimiter="\t", fmt="%.6g", encoding="utf-8")
-        logger.info("wrote %s", args.tsv)
+    logger.info("wrote %s (%d, %d)", output, writer.rows, writer.dim)
+    if tsv:
+        logger.info("wrote %s", tsv)
 
 
 if __name__ == "__main__":

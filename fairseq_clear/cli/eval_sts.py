@@ -110,8 +110,7 @@ def evaluate(hub, args):
     sentences, rows = unique_sentences(list(pair_sets.values()))
     logger.info("embedding %d distinct sentences (%s pooling)", len(sentences), ", ".join(poolings))
     start = time.time()
-    tokens = hub.tokenizer.encode(sentences, max_positions=hub.model.max_positions())
-    truncated = hub.tokenizer.num_truncated
+    tokens, truncated = hub.tokenizer.encode_counted(sentences, max_positions=hub.model.max_positions())
     if truncated:
         logger.warning("truncated %d sentences longer than %d positions", truncated, hub.model.max_positions())
     vectors = embed_tokens(

@@ -52,8 +52,21 @@ class SentencepieceTokenizer:
         self.lookup[self.sp.unk_id()] = dictionary.unk()
         self.num_truncated = 0
 
+    def missing_share(self) -> float:
+        """Share of the sentencepiece model's pieces that dict.txt lacks (they would become <unk>)."""
+        normal = [i for i in range(self.sp.get_piece_size())
+                  if not (self.sp.is_control(i) or self.sp.is_unknown(i))]
+        unk = self.dictionary.unk()
+        return sum(1 for i in normal if self.lookup[i] == unk) / max(len(normal), 1)
+
     def encode(self, sentences: Sequence[str], max_positions: Optional[int] = None) -> List[torch.Tensor]:
-        """One LongTensor per sentence; ``self.num_truncated`` counts the sentences cut short."""
+        """One LongTensor per sentence; ``self.num_truncated`` counts the sentences cut short
+        (by the last call of any thread: :meth:`encode_counted` returns the count itself)."""
+        out, self.num_truncated = self.encode_counted(sentences, max_positions)
+        return out
+
+    def encode_counted(self, sentences: Sequence[str], max_positions: Optional[int] = None):
+        """(one LongTensor per sentence, how many were truncated to ``max_positions``)."""
         body_limit = None if max_positions is None else max_positions - 2
         try:
             ids = self.sp.encode(list(sentences)) if len(sentences) else []
@@ -70,8 +83,7 @@ class SentencepieceTokenizer:
             tokens[0], tokens[-1] = self.bos, self.eos
             tokens[1:-1] = self.lookup[np.asarray(pieces, dtype=np.int64)]
             out.append(torch.from_numpy(tokens))
-        self.num_truncated = truncated
-        return out
+        return out, truncated
 
 
 def check_sentences(sentences, what: str = "sentences") -> List[str]:

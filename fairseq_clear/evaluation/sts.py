@@ -93,6 +93,12 @@ def _finish(problems: List[str], skip_malformed: bool, what: str):
         logger.warning("skipped malformed line %s", p)
 
 
+def _require_pairs(scores, path):
+    # a score over no pairs is not a score: an empty (or all-unscored) file is an error
+    if not scores:
+        raise STSFormatError(f"STS file '{path}' holds no scored sentence pair (empty or truncated?)")
+
+
 def _parse_score(text: str) -> Optional[float]:
     try:
         value = float(text)
@@ -129,6 +135,7 @@ def read_senteval_subset(directory: str, subset: str, skip_malformed: bool = Fal
         sent2.append(_normalize(fields[1]))
         scores.append(score)
     _finish(problems, skip_malformed, input_path)
+    _require_pairs(scores, input_path)
     return StsPairs(subset, sent1, sent2, np.asarray(scores, dtype=np.float64), skipped=problems)
 
 
@@ -166,6 +173,7 @@ def read_sts_benchmark(path: str, skip_malformed: bool = False) -> StsPairs:
         sent2.append(_normalize(fields[6]))
         scores.append(score)
     _finish(problems, skip_malformed, path)
+    _require_pairs(scores, path)
     name = os.path.splitext(os.path.basename(path))[0]
     return StsPairs(name, sent1, sent2, np.asarray(scores, dtype=np.float64), skipped=problems)
 
@@ -191,6 +199,7 @@ def read_sick(path: str, skip_malformed: bool = False) -> StsPairs:
         sent2.append(_normalize(fields[2]))
         scores.append(score)
     _finish(problems, skip_malformed, path)
+    _require_pairs(scores, path)
     return StsPairs("SICK-R", sent1, sent2, np.asarray(scores, dtype=np.float64), skipped=problems)
 
 
@@ -210,7 +219,11 @@ def resolve_sts_dirs(sts_dir: str, copy: str = "senteval") -> Dict[str, str]:
         base = os.path.join(sts_dir, SENTEVAL_COPY_DIR)
     dirs = {}
     for task, name in TASK_DIRS.items():
-        candidates = [os.path.join(base, name)] + ([os.path.join(sts_dir, name)] if task == "SICK-R" else [])
+        # SICK sits beside STS/ in SentEval's download (data/downstream/{STS,SICK})
+        candidates = [os.path.join(base, name)] + (
+            [os.path.join(sts_dir, name), os.path.join(os.path.dirname(os.path.abspath(sts_dir)), name)]
+            if task == "SICK-R" else []
+        )
         dirs[task] = next((c for c in candidates if os.path.isdir(c)), candidates[0])
     return dirs
 

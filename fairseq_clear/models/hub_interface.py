@@ -11,8 +11,10 @@
 ``embed()`` and ``similarity()``, modelled on sentence-transformers' ``encode()``.
 """
 
+import contextlib
 import logging
 import os
+import threading
 from typing import List, Optional, Union
 
 import numpy as np
@@ -31,6 +33,10 @@ from ..evaluation.embedding import (
 logger = logging.getLogger(__name__)
 
 CONVERT_CHOICES = ("numpy", "torch")
+PRECISION_CHOICES = ("fp32", "bf16", "fp16")
+#: a dict.txt made from the sentencepiece model holds every piece; a few absent pieces
+#: (a hand-pruned dictionary) are tolerated, more means the files do not belong together
+MAX_MISSING_PIECES = 0.01
 
 #: task options that only matter for training and may point at files of the
 #: training machine (synonym tables, STS files): turned off when loading for inference
@@ -53,8 +59,23 @@ class ClearHubInterface(RobertaHubInterface):
         super().__init__(cfg, task, model)
         spm_path = sentencepiece_model or _cfg_get(cfg, "bpe", "sentencepiece_model")
         self.tokenizer = SentencepieceTokenizer(spm_path, task.source_dictionary)
-        #: sentences truncated by the last embed() call
-        self.num_truncated = 0
+        missing = self.tokenizer.missing_share()
+        if missing > MAX_MISSING_PIECES:
+            raise HubLoadError(
+                f"sentencepiece model '{spm_path}' does not match the dictionary: {100 * missing:.1f}% "
+                "of its pieces are not in dict.txt and would become <unk>; pass the .model file that "
+                "produced dict.txt (clear-prepare writes both into the data directory)"
+            )
+        self._local = threading.local()
+
+    @property
+    def num_truncated(self) -> int:
+        """Sentences truncated by this thread's last embed() call."""
+        return getattr(self._local, "num_truncated", 0)
+
+    @num_truncated.setter
+    def num_truncated(self, value: int):
+        self._local.num_truncated = value
 
     @property
     def dim(self) -> int:
@@ -74,8 +95,10 @@ class ClearHubInterface(RobertaHubInterface):
         show_progress: Optional[bool] = None,
         convert_to: str = "numpy",
         head: str = "representation",
+        device: Optional[str] = None,
+        precision: str = "fp32",
     ):
-        """Sentence vectors, in the order given.
+        """Sentence vectors, in the order given (sentence-transformers' ``encode()`` style).
 
         Args:
             sentences: a list of str (or one str, which gives one vector). ``''``
@@ -95,6 +118,12 @@ class ClearHubInterface(RobertaHubInterface):
                 (the encoder output only) or ``projection`` (through the
                 projection head g used by the contrastive loss; not what the
                 paper evaluates).
+            device: ``cpu``, ``cuda`` or ``cuda:N``; the model is moved there (as
+                sentence-transformers does); default: where the model is. ``hub.to()``,
+                ``hub.cuda()`` and ``hub.half()`` work as for any fairseq hub.
+            precision: ``fp32`` (default), ``bf16`` (autocast; CPU or GPU) or ``fp16``
+                (autocast; GPU only). Vectors are returned as float32 either way; bf16
+                differs from fp32 by about 1e-2 at most (measured in benchmarks/bench_embed_precision.py).
 
         Sentences longer than the model's maximum positions are truncated; a
         warning gives the count, also kept in ``self.num_truncated``.
@@ -106,9 +135,15 @@ class ClearHubInterface(RobertaHubInterface):
         check_head(head, self.model)
         if convert_to not in CONVERT_CHOICES:
             raise ValueError(f"unknown convert_to '{convert_to}', choose from {CONVERT_CHOICES}")
+        if precision not in PRECISION_CHOICES:
+            raise ValueError(f"unknown precision '{precision}', choose from {PRECISION_CHOICES}")
+        if device is not None:
+            self.to(_check_device(device))
+        model_device = next(self.model.parameters()).device
+        if precision == "fp16" and model_device.type != "cuda":
+            raise ValueError("precision='fp16' needs a CUDA device (pass device='cuda'); on CPU use 'bf16'")
         max_positions = self.model.max_positions()
-        tokens = self.tokenizer.encode(sentences, max_positions=max_positions)
-        self.num_truncated = self.tokenizer.num_truncated
+        tokens, self.num_truncated = self.tokenizer.encode_counted(sentences, max_positions=max_positions)
         if self.num_truncated:
             logger.warning(
                 "embed: truncated %d of %d sentences longer than the model's %d positions "
@@ -119,10 +154,15 @@ class ClearHubInterface(RobertaHubInterface):
             import sys
 
             show_progress = len(sentences) > batch_size and sys.stderr.isatty()
-        vectors = embed_tokens(
-            self.model, tokens, (pooling,), head=head, batch_size=batch_size,
-            show_progress=show_progress,
-        )[pooling]
+        autocast = (
+            torch.autocast(model_device.type, dtype=torch.bfloat16 if precision == "bf16" else torch.float16)
+            if precision != "fp32" else contextlib.nullcontext()
+        )
+        with autocast:
+            vectors = embed_tokens(
+                self.model, tokens, (pooling,), head=head, batch_size=batch_size,
+                show_progress=show_progress,
+            )[pooling]
         if normalize:
             vectors = torch.nn.functional.normalize(vectors, dim=-1)
         if single:
@@ -177,6 +217,21 @@ class ClearHubInterface(RobertaHubInterface):
         if v.ndim != 2:
             raise ValueError(f"{name}: vectors must be 1-D or 2-D, got shape {tuple(v.shape)}")
         return v, single
+
+
+def _check_device(device) -> torch.device:
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError) as e:
+        raise ValueError(f"device={device!r} is not a torch device ('cpu', 'cuda' or 'cuda:N'): {e}") from None
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(f"device={device!r}: CUDA is not available on this machine")
+        if dev.index is not None and dev.index >= torch.cuda.device_count():
+            raise ValueError(f"device={device!r}: there are only {torch.cuda.device_count()} CUDA devices")
+    elif dev.type != "cpu":
+        raise ValueError(f"device={device!r}: choose 'cpu', 'cuda' or 'cuda:N'")
+    return dev
 
 
 def _cfg_get(cfg, group, key):

@@ -21,11 +21,11 @@ from fairseq.data import (
     NumelDataset,
     NumSamplesDataset,
     RightPadDataset,
-    data_utils,
 )
 from fairseq.tasks import register_task
 from fairseq.tasks.masked_lm import MaskedLMConfig, MaskedLMTask
 
+from ..data.binarized_checks import load_checked
 from .. import augmentations as aug
 from ..data import ContrastiveViewsDataset, EpochShuffledDataset, SentenceDataset
 from ..fairseq_fixes.keep_last_batch import keeping_last_batch
@@ -316,7 +316,7 @@ class ClearTask(StsValidationMixin, MaskedLMTask):
         paths = data_paths(self.cfg.data)
         data_path = paths[(epoch - 1) % len(paths)]
         split_path = os.path.join(data_path, split)
-        lines = data_utils.load_indexed_dataset(split_path, self.source_dictionary, combine=combine)
+        lines = load_checked(split_path, self.source_dictionary, combine=combine)
         if lines is None:
             raise FileNotFoundError(
                 f"split '{split}' not found: no {split_path}.bin/.idx (run fairseq-preprocess "

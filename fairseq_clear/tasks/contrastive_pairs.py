@@ -35,11 +35,11 @@ from fairseq.data import (
     IdDataset,
     NestedDictionaryDataset,
     NumSamplesDataset,
-    data_utils,
 )
 from fairseq.dataclass import ChoiceEnum
 from fairseq.tasks import register_task
 
+from ..data.binarized_checks import load_checked
 from ..data import (
     ContrastiveRowsDataset,
     EpochShuffledDataset,
@@ -152,7 +152,7 @@ class ContrastivePairsTask(ClearTask):
 
     def load_column(self, column: str, split: str, combine=False) -> SentenceDataset:
         split_path = os.path.join(_column_dir(self.cfg, column), split)
-        lines = data_utils.load_indexed_dataset(split_path, self.source_dictionary, combine=combine)
+        lines = load_checked(split_path, self.source_dictionary, combine=combine)
         if lines is None and column == self.cfg.hard_negative_column:
             raise ClearConfigError(
                 f"--hard-negatives {self.cfg.hard_negatives}, but there is no {split_path}.bin/.idx: "

@@ -24,9 +24,10 @@ import os
 from dataclasses import dataclass, field
 
 from fairseq import utils
-from fairseq.data import IdDataset, NestedDictionaryDataset, NumSamplesDataset, data_utils
+from fairseq.data import IdDataset, NestedDictionaryDataset, NumSamplesDataset
 from fairseq.tasks import register_task
 
+from ..data.binarized_checks import load_checked
 from ..data import (
     ContrastiveRowsDataset,
     DocumentDataset,
@@ -142,7 +143,7 @@ class DeclutrTask(ClearTask):
     def load_dataset(self, split, epoch=1, combine=False, **kwargs):
         paths = data_paths(self.cfg.data)
         split_path = os.path.join(paths[(epoch - 1) % len(paths)], split)
-        lines = data_utils.load_indexed_dataset(split_path, self.source_dictionary, combine=combine)
+        lines = load_checked(split_path, self.source_dictionary, combine=combine)
         if lines is None:
             raise FileNotFoundError(
                 f"split '{split}' not found: no {split_path}.bin/.idx (run fairseq-preprocess "
