@@ -86,7 +86,7 @@ def test_bpe_sentencepiece_models_tokenize_identically(tmp_path):
     from fairseq.data import Dictionary
 
     from fairseq_clear.export.hf import build_tokenizer
-    from fairseq_clear.evaluation.embedding import SentencepieceTokenizer
+    from fairseq_clear.models.inference import SentencepieceTokenizer
 
     text = synthetic_sentences(500, seed=3) + ["Café naïve résumé 3.5% ½ “quoted” text… 東京"] * 5
     (tmp_path / "train.txt").write_text("\n".join(text) + "\n", encoding="utf-8")
@@ -112,7 +112,7 @@ def test_real_text_tokenizes_identically():
     from fairseq.data import Dictionary
 
     from fairseq_clear.export.hf import build_tokenizer
-    from fairseq_clear.evaluation.embedding import SentencepieceTokenizer
+    from fairseq_clear.models.inference import SentencepieceTokenizer
     from fairseq_clear.evaluation.sts import read_sts_benchmark
 
     pairs = read_sts_benchmark(str(sts_b))

@@ -85,7 +85,7 @@ def get_parser():
 
 def evaluate(hub, args):
     """Results dict (see the JSON) for the options in ``args``."""
-    from ..evaluation.embedding import cosine_rows, embed_tokens
+    from ..models.inference import cosine_rows, embed_tokens
     from ..evaluation.sts import (
         ALL_TASKS, SENTEVAL_COPY_DIR, TABLE2_TASKS, alignment_uniformity, load_task,
         resolve_sts_dirs, score_pairs, unique_sentences,

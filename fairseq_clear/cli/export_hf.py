@@ -16,8 +16,8 @@ from .hub_args import add_checkpoint_args, fail, load_hub, setup_logging
 
 
 def get_parser():
-    from ..evaluation.embedding import HEAD_CHOICES
-    from ..models.clear_roberta import POOLING_CHOICES
+    from ..models.pooling import HEAD_CHOICES
+    from ..models.pooling import POOLING_CHOICES
 
     parser = argparse.ArgumentParser(
         prog="clear-export-hf",

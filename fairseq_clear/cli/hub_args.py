@@ -5,8 +5,8 @@ import logging
 import os
 import sys
 
-from ..evaluation.embedding import HEAD_CHOICES
-from ..models.clear_roberta import POOLING_CHOICES
+from ..models.pooling import HEAD_CHOICES
+from ..models.pooling import POOLING_CHOICES
 
 
 def add_checkpoint_args(parser: argparse.ArgumentParser):

@@ -25,11 +25,11 @@ from fairseq.criterions import FairseqCriterion, register_criterion
 from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 from omegaconf import II
 
-from .. import distributed, losses
+from .. import distributed, losses, paper_defaults
 
 logger = logging.getLogger(__name__)
 
-LOSS_FORMS = ChoiceEnum(["nt-xent", "simcse"])
+LOSS_FORMS = ChoiceEnum(["paper", "nt-xent", "simcse"])
 GATHER_CHOICES = ChoiceEnum(["auto", "on", "off"])
 
 
@@ -39,19 +39,22 @@ class ClearCriterionConfig(FairseqDataclass):
         default=1.0,
         metadata={"help": "λ in L = L_MLM + λ·L_CL (paper eq. 3: 1); 0 trains MLM only"},
     )
+    # NaN, not None, for "not given": fairseq's generation config shares --temperature
+    # and cannot take None
     temperature: float = field(
-        default=0.1,
+        default=float("nan"),
         metadata={
-            "help": "τ of the contrastive loss. CLEAR does not state it; 0.1 is SimCLR's "
-            "setting, whose framework CLEAR borrows. DeCLUTR and SimCSE use 0.05, CLSR 0.1"
+            "help": "τ of the contrastive loss (default: the task's paper value). CLEAR does not "
+            "state it; 0.1 is SimCLR's setting, whose framework CLEAR borrows. DeCLUTR and "
+            "SimCSE use 0.05, CLSR 0.1"
         },
     )
     loss_form: LOSS_FORMS = field(
-        default="nt-xent",
+        default="paper",
         metadata={
             "help": "nt-xent: every other view of the batch is a negative, both directions "
             "(CLEAR, DeCLUTR, CLSR); simcse: each anchor against all positives "
-            "(and hard negatives), one direction (SimCSE)"
+            "(and hard negatives), one direction (SimCSE); paper = the task's paper value (default)"
         },
     )
     gather_negatives: GATHER_CHOICES = field(
@@ -104,6 +107,9 @@ def _runtime_world_size(configured: int) -> int:
 class ClearCriterion(FairseqCriterion):
     def __init__(self, cfg: ClearCriterionConfig, task):
         super().__init__(task)
+        model_args = getattr(task, "model_args", None)  # set by ClearRobertaModel.build_model
+        paper_defaults.fill(cfg, ("temperature", "loss_form"), task, "criterion", model_args,
+                            unset={"temperature": math.isnan, "loss_form": lambda v: v == "paper"})
         # written so that nan and inf fail too (nan compares false with everything)
         if not 0 < cfg.temperature < math.inf:
             raise ValueError(f"--temperature must be > 0 and finite, got {cfg.temperature}")

@@ -25,7 +25,7 @@ import numpy as np
 import torch
 from fairseq import metrics
 
-from .embedding import SentencepieceTokenizer, check_pooling, cosine_rows, embed_tokens
+from ..models.inference import SentencepieceTokenizer, check_pooling, cosine_rows, embed_tokens
 from .sts import read_sts_benchmark, spearman
 
 logger = logging.getLogger(__name__)

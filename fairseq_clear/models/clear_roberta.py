@@ -31,28 +31,48 @@ from fairseq.models.roberta.model import (
 )
 from fairseq.utils import safe_getattr, safe_hasattr
 
+from .. import paper_defaults
+from .errors import DictionarySizeError  # noqa: F401  (re-exported)
+from .pooling import HEAD_CHOICES, POOLING_CHOICES, check_head_name, pool  # noqa: F401  (re-exported)
+
 logger = logging.getLogger(__name__)
 
-POOLING_CHOICES = ("cls", "mean")
+def _plain_encoder(model) -> bool:
+    # the [CLS]-only shortcut replays fairseq's post/pre-LN encoder layer; anything else
+    # (another layer class, fc results requested) takes the ordinary forward
+    from fairseq.modules.transformer_layer import TransformerEncoderLayerBase
+
+    layers = getattr(model.encoder.sentence_encoder, "layers", None)
+    return bool(layers) and all(
+        type(layer).forward is TransformerEncoderLayerBase.forward and not getattr(layer, "return_fc", False)
+        for layer in layers
+    )
 
 
-class DictionarySizeError(ValueError):
-    """A checkpoint's embedding table does not match the size of the dictionary loaded."""
+def _last_layer_cls(layer, x, padding_mask):
+    """fairseq's TransformerEncoderLayerBase.forward for the <s> position only.
 
-
-def pool(features: torch.Tensor, padding_mask: torch.Tensor, pooling: str) -> torch.Tensor:
-    """Sentence vectors from ``features`` (B x T x C).
-
-    ``cls`` takes the ``<s>`` position; ``mean`` averages over every
-    non-padding position, ``<s>`` and ``</s>`` included (as sentence-transformers
-    does, so that exported models give the same vectors).
+    Keys and values still come from every position; only the query, the
+    feed-forward block and the layer norms shrink to one row. For [CLS]
+    pooling the top layer's other rows are never used, so this is exact and
+    saves most of one layer (about 1/7 of a 6-layer encoder's work).
     """
-    if pooling == "cls":
-        return features[:, 0]
-    if pooling == "mean":
-        keep = (~padding_mask).unsqueeze(-1).type_as(features)
-        return (features * keep).sum(1) / keep.sum(1).clamp(min=1)
-    raise ValueError(f"unknown pooling '{pooling}', choose from {POOLING_CHOICES}")
+    residual = x[:1]
+    kv = layer.self_attn_layer_norm(x) if layer.normalize_before else x
+    y, _ = layer.self_attn(
+        query=kv[:1], key=kv, value=kv, key_padding_mask=padding_mask, need_weights=False
+    )
+    y = layer.residual_connection(layer.dropout_module(y), residual)
+    if not layer.normalize_before:
+        y = layer.self_attn_layer_norm(y)
+    residual = y
+    if layer.normalize_before:
+        y = layer.final_layer_norm(y)
+    y = layer.fc2(layer.activation_dropout_module(layer.activation_fn(layer.fc1(y))))
+    y = layer.residual_connection(layer.dropout_module(y), residual)
+    if not layer.normalize_before:
+        y = layer.final_layer_norm(y)
+    return y
 
 
 class ProjectionHead(nn.Module):
@@ -85,6 +105,10 @@ class SentenceMLP(nn.Module):
 
     def forward(self, x):
         return self.fc2(F.relu(self.fc1(x)))
+
+
+#: model options whose default is the task's paper value
+MODEL_PAPER_OPTIONS = ("sentence_pooling", "projection_layers", "projection_output_activation_fn")
 
 
 @register_model("clear_roberta")
@@ -176,6 +200,9 @@ class ClearRobertaModel(RobertaModel):
         if OmegaConf.is_config(args):
             OmegaConf.set_struct(args, False)
         base_clear_architecture(args)
+        paper_defaults.fill(args, MODEL_PAPER_OPTIONS, task, "model")
+        if hasattr(task, "paper_mode"):
+            task.model_args = args  # the criterion's paper values may depend on it (CLSR: --freeze-encoder)
         if args.projection_layers < 0:
             raise ValueError(f"--projection-layers must be >= 0, got {args.projection_layers}")
         if not safe_hasattr(args, "max_positions"):
@@ -193,22 +220,75 @@ class ClearRobertaModel(RobertaModel):
             self.encoder.eval()  # a frozen encoder gives fixed embeddings: no dropout
         return self
 
+    # ---- the sentence representation (one place: training, embed(), STS validation, export)
+    def sentence_features(self, src_tokens, cls_only: bool = False):
+        """B x T x C encoder output; with ``cls_only``, B x 1 x C for the <s> position (cheaper,
+        exact: the top layer's other rows are never used by [CLS] pooling)."""
+        if not cls_only or not _plain_encoder(self):
+            features, _ = self.encoder(src_tokens, features_only=True)
+            return features[:, :1] if cls_only else features
+        enc = self.encoder.sentence_encoder
+        padding_mask = src_tokens.eq(enc.padding_idx)
+        has_pads = bool(padding_mask.any())
+        x, _ = enc.forward_embedding(src_tokens)
+        if has_pads:
+            x = x * (1 - padding_mask.unsqueeze(-1).type_as(x))  # as TransformerEncoder does
+        x = x.transpose(0, 1)
+        mask = padding_mask if has_pads else None
+        layers = list(enc.layers)
+        for layer in layers[:-1]:
+            x = layer(x, encoder_padding_mask=mask)
+        x = _last_layer_cls(layers[-1], x, mask)
+        if enc.layer_norm is not None:
+            x = enc.layer_norm(x)
+        return x.transpose(0, 1)
+
+    def represent(self, features, padding_mask, pooling=None, head: str = "representation"):
+        """pool -> CLSR's e -> projection head g, as far as ``head`` asks (see HEAD_CHOICES)."""
+        check_head_name(head)
+        x = pool(features, padding_mask, pooling or self.args.sentence_pooling)
+        if head == "pooled":
+            return x
+        if self.sentence_mlp is not None:
+            x = self.sentence_mlp(x.type_as(self.sentence_mlp.fc1.weight))
+        if head == "projection":
+            if self.projection_head is None:
+                raise ValueError(
+                    "head='projection': this model has no projection head (it exists only in "
+                    "checkpoints of contrastive tasks with --projection-layers > 0)"
+                )
+            x = self.projection_head(x)
+        return x
+
+    def representation_dim(self, head: str = "representation") -> int:
+        """Size of the vectors :meth:`represent` returns for ``head`` (raises for a missing head)."""
+        check_head_name(head)
+        dim = self.args.encoder_embed_dim
+        if head == "pooled":
+            return dim
+        if self.sentence_mlp is not None:
+            dim = self.sentence_mlp.fc2.out_features
+        if head == "projection":
+            if self.projection_head is None:
+                raise ValueError(
+                    "head='projection': this model has no projection head (it exists only in "
+                    "checkpoints of contrastive tasks with --projection-layers > 0)"
+                )
+            dim = self.projection_head.layers[-1].out_features
+        return dim
+
     def sentence_representation(
         self, src_tokens, pooling=None, apply_sentence_mlp=True, project=False
     ):
         """Pooled sentence vectors, optionally through CLSR's e and the projection head g."""
-        pooling = pooling or self.args.sentence_pooling
         frozen = self.args.freeze_encoder
         with torch.set_grad_enabled(torch.is_grad_enabled() and not frozen):
-            features, _ = self.encoder(src_tokens, features_only=True)
-            x = pool(features, src_tokens.eq(self.encoder.dictionary.pad()), pooling)
-        if self.sentence_mlp is not None and apply_sentence_mlp:
-            x = self.sentence_mlp(x.type_as(self.sentence_mlp.fc1.weight))
-        if project:
-            if self.projection_head is None:
-                raise RuntimeError("this model has no projection head")
-            x = self.projection_head(x)
-        return x
+            features = self.sentence_features(src_tokens)
+        padding_mask = src_tokens.eq(self.encoder.dictionary.pad())
+        head = "projection" if project else ("representation" if apply_sentence_mlp else "pooled")
+        if project and not apply_sentence_mlp and self.sentence_mlp is not None:
+            raise ValueError("project=True goes through CLSR's e; apply_sentence_mlp=False cannot skip it")
+        return self.represent(features, padding_mask, pooling, head)
 
     def forward(self, src_tokens, features_only=False, return_all_hiddens=False,
                 classification_head_name=None, contrastive=False, **kwargs):
@@ -290,16 +370,14 @@ class ClearRobertaModel(RobertaModel):
 
 
 def base_clear_architecture(args):
-    args.sentence_pooling = safe_getattr(args, "sentence_pooling", None) or "cls"
+    # sentence_pooling, projection_layers and projection_output_activation_fn stay None
+    # when not given: build_model fills them with the task's paper values
+    args.sentence_pooling = safe_getattr(args, "sentence_pooling", None)
     args.projection_layers = safe_getattr(args, "projection_layers", None)
-    if args.projection_layers is None:
-        args.projection_layers = 2
     args.projection_hidden_dim = safe_getattr(args, "projection_hidden_dim", None) or 0
     args.projection_dim = safe_getattr(args, "projection_dim", None) or 0
     args.projection_activation_fn = safe_getattr(args, "projection_activation_fn", None) or "relu"
-    args.projection_output_activation_fn = (
-        safe_getattr(args, "projection_output_activation_fn", None) or "linear"
-    )
+    args.projection_output_activation_fn = safe_getattr(args, "projection_output_activation_fn", None)
     args.freeze_encoder = safe_getattr(args, "freeze_encoder", False)
     args.sentence_mlp_hidden_dim = safe_getattr(args, "sentence_mlp_hidden_dim", None) or 0
     args.sentence_mlp_dim = safe_getattr(args, "sentence_mlp_dim", None) or 0

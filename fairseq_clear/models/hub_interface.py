@@ -21,7 +21,7 @@ import numpy as np
 import torch
 from fairseq.models.roberta.hub_interface import RobertaHubInterface
 
-from ..evaluation.embedding import (
+from .inference import (
     SentencepieceTokenizer,
     check_head,
     check_pooling,
@@ -269,7 +269,7 @@ def from_pretrained(
     """
     from fairseq import checkpoint_utils
 
-    from .clear_roberta import DictionarySizeError
+    from .errors import DictionarySizeError
 
     if bpe != "sentencepiece":
         raise HubLoadError(f"bpe='{bpe}': fairseq-clear models use bpe='sentencepiece'")

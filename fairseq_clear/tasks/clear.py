@@ -235,6 +235,12 @@ class ClearTask(StsValidationMixin, MaskedLMTask):
     def is_contrastive(self):
         return not self.cfg.mlm_only
 
+    def paper_mode(self, model_args=None) -> str:
+        """Whose published values fill unset options: SimCSE-unsup for dropout-only views, else CLEAR."""
+        if not self.cfg.augmentation_mix and set(self.augmentation_names) <= set(aug.IDENTITY):
+            return "simcse"
+        return "clear"
+
     @classmethod
     def setup_task(cls, cfg: ClearConfig, **kwargs):
         dictionary = load_dictionary(cfg.data)

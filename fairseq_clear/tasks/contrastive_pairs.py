@@ -115,6 +115,10 @@ class ContrastivePairsTask(ClearTask):
             return True  # load_dataset fails, naming the directory, if the column is missing
         return os.path.isdir(_column_dir(cfg, cfg.hard_negative_column))
 
+    def paper_mode(self, model_args=None) -> str:
+        """CLSR over a frozen encoder (--freeze-encoder), SimCSE-supervised otherwise."""
+        return "clsr" if model_args is not None and getattr(model_args, "freeze_encoder", False) else "simcse"
+
     @property
     def uses_mlm(self) -> bool:
         return self.cfg.mlm and not self.cfg.no_mlm

@@ -122,6 +122,9 @@ class DeclutrTask(ClearTask):
                 "the model's 512 positions)", cfg.max_span_length, cfg.tokens_per_sample, longest,
             )
 
+    def paper_mode(self, model_args=None) -> str:
+        return "declutr"
+
     @property
     def uses_mlm(self) -> bool:
         return not self.cfg.no_mlm

@@ -1,5 +1,8 @@
 """Batched sentence embedding for a ``ClearRobertaModel``: tokenisation and forward passes.
 
+The representation itself is the model's (:meth:`ClearRobertaModel.represent`); this
+module only batches, pads and restores the order.
+
 Shared by the hub's ``embed()``, ``clear-eval-sts``, ``clear-embed`` and the
 in-training STS validation, so that all of them produce the same vectors.
 
@@ -18,13 +21,10 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 import torch
 
-from ..models.clear_roberta import POOLING_CHOICES, pool
+from .pooling import HEAD_CHOICES, POOLING_CHOICES, check_pooling  # noqa: F401  (re-exported)
 
 logger = logging.getLogger(__name__)
 
-#: what ``head`` selects: the model's sentence representation (CLSR's e applied when
-#: the model has it), the pooled encoder output only, or the projection head g's output
-HEAD_CHOICES = ("representation", "pooled", "projection")
 
 
 class SentencepieceTokenizer:
@@ -100,35 +100,6 @@ def check_sentences(sentences, what: str = "sentences") -> List[str]:
     return sentences
 
 
-def output_dim(model, head: str = "representation") -> int:
-    """Size of the vectors that :func:`embed_tokens` returns for ``head``."""
-    dim = model.args.encoder_embed_dim
-    if head == "pooled":
-        return dim
-    if model.sentence_mlp is not None:
-        dim = model.sentence_mlp.fc2.out_features
-    if head == "projection":
-        if model.projection_head is None:
-            raise ValueError(
-                "head='projection': this model has no projection head (it exists only in "
-                "checkpoints of contrastive tasks with --projection-layers > 0)"
-            )
-        dim = model.projection_head.layers[-1].out_features
-    return dim
-
-
-def check_head(head: str, model=None):
-    if head not in HEAD_CHOICES:
-        raise ValueError(f"unknown head '{head}', choose from {HEAD_CHOICES}")
-    if model is not None:
-        output_dim(model, head)  # raises for a missing projection head
-
-
-def check_pooling(pooling: str):
-    if pooling not in POOLING_CHOICES:
-        raise ValueError(f"unknown pooling '{pooling}', choose from {POOLING_CHOICES}")
-
-
 @contextlib.contextmanager
 def eval_mode(model):
     """``model.eval()`` for the block, restoring the previous mode even on error."""
@@ -140,76 +111,18 @@ def eval_mode(model):
         model.train(was_training)
 
 
-def _represent(model, features, padding_mask, pooling: str, head: str):
-    # the same steps as ClearRobertaModel.sentence_representation, from shared features
-    x = pool(features, padding_mask, pooling)
-    if head == "pooled":
-        return x
-    if model.sentence_mlp is not None:
-        x = model.sentence_mlp(x.type_as(model.sentence_mlp.fc1.weight))
-    if head == "projection":
-        x = model.projection_head(x)
-    return x
+def output_dim(model, head: str = "representation") -> int:
+    """Size of the vectors that :func:`embed_tokens` returns for ``head``."""
+    return model.representation_dim(head)
 
 
-def _plain_encoder(model) -> bool:
-    # the [CLS]-only shortcut replays fairseq's post/pre-LN encoder layer; anything else
-    # (another layer class, fc results requested) takes the ordinary forward
-    from fairseq.modules.transformer_layer import TransformerEncoderLayerBase
+def check_head(head: str, model=None):
+    if model is not None:
+        model.representation_dim(head)  # raises for an unknown or missing head
+    else:
+        from .pooling import check_head_name
 
-    layers = getattr(model.encoder.sentence_encoder, "layers", None)
-    return bool(layers) and all(
-        type(layer).forward is TransformerEncoderLayerBase.forward and not getattr(layer, "return_fc", False)
-        for layer in layers
-    )
-
-
-def _last_layer_cls(layer, x, padding_mask):
-    """fairseq's TransformerEncoderLayerBase.forward for the <s> position only.
-
-    Keys and values still come from every position; only the query, the
-    feed-forward block and the layer norms shrink to one row. For [CLS]
-    pooling the top layer's other rows are never used, so this is exact and
-    saves most of one layer (about 1/7 of a 6-layer encoder's work).
-    """
-    residual = x[:1]
-    kv = layer.self_attn_layer_norm(x) if layer.normalize_before else x
-    y, _ = layer.self_attn(
-        query=kv[:1], key=kv, value=kv, key_padding_mask=padding_mask, need_weights=False
-    )
-    y = layer.residual_connection(layer.dropout_module(y), residual)
-    if not layer.normalize_before:
-        y = layer.self_attn_layer_norm(y)
-    residual = y
-    if layer.normalize_before:
-        y = layer.final_layer_norm(y)
-    y = layer.fc2(layer.activation_dropout_module(layer.activation_fn(layer.fc1(y))))
-    y = layer.residual_connection(layer.dropout_module(y), residual)
-    if not layer.normalize_before:
-        y = layer.final_layer_norm(y)
-    return y
-
-
-def encoder_features(model, src: torch.Tensor, cls_only: bool = False) -> torch.Tensor:
-    """B x T x C encoder output; with ``cls_only``, B x 1 x C for the <s> position (cheaper)."""
-    if not cls_only or not _plain_encoder(model):
-        features, _ = model.encoder(src, features_only=True)
-        return features[:, :1] if cls_only else features
-    enc = model.encoder.sentence_encoder
-    padding_mask = src.eq(enc.padding_idx)
-    has_pads = bool(padding_mask.any())
-    x, _ = enc.forward_embedding(src)
-    if has_pads:
-        x = x * (1 - padding_mask.unsqueeze(-1).type_as(x))  # as TransformerEncoder does
-    x = x.transpose(0, 1)
-    mask = padding_mask if has_pads else None
-    layers = list(enc.layers)
-    for layer in layers[:-1]:
-        x = layer(x, encoder_padding_mask=mask)
-    x = _last_layer_cls(layers[-1], x, mask)
-    if enc.layer_norm is not None:
-        x = enc.layer_norm(x)
-    return x.transpose(0, 1)
+        check_head_name(head)
 
 
 def length_batches(lengths: Sequence[int], batch_size: int) -> List[np.ndarray]:
@@ -257,11 +170,11 @@ def embed_tokens(
             for j, r in enumerate(rows):
                 src[j, : len(r)] = r
             src = src.to(device)
-            features = encoder_features(model, src, cls_only=cls_only)
+            features = model.sentence_features(src, cls_only=cls_only)
             padding_mask = src.eq(pad)[:, : features.size(1)]
             where = torch.from_numpy(index)
             for p in poolings:
-                out[p][where] = _represent(model, features, padding_mask, p, head).float().cpu()
+                out[p][where] = model.represent(features, padding_mask, p, head).float().cpu()
     return out
 
 

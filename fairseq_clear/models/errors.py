@@ -1,0 +1,5 @@
+"""Errors of the model package, importable without the model (no import cycle)."""
+
+
+class DictionarySizeError(ValueError):
+    """A checkpoint's embedding table does not match the size of the dictionary loaded."""

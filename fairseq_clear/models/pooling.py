@@ -1,0 +1,37 @@
+"""Pooling of encoder features into sentence vectors, and the names of the model's heads.
+
+Kept apart from the model class so that the inference loop, the hub and the
+CLIs can name poolings and heads without importing the model (no import cycle).
+"""
+
+import torch
+
+POOLING_CHOICES = ("cls", "mean")
+#: what ``head`` selects: the model's sentence representation (CLSR's e applied when
+#: the model has it), the pooled encoder output only, or the projection head g's output
+HEAD_CHOICES = ("representation", "pooled", "projection")
+
+
+def check_pooling(pooling: str):
+    if pooling not in POOLING_CHOICES:
+        raise ValueError(f"unknown pooling '{pooling}', choose from {POOLING_CHOICES}")
+
+
+def check_head_name(head: str):
+    if head not in HEAD_CHOICES:
+        raise ValueError(f"unknown head '{head}', choose from {HEAD_CHOICES}")
+
+
+def pool(features: torch.Tensor, padding_mask: torch.Tensor, pooling: str) -> torch.Tensor:
+    """Sentence vectors from ``features`` (B x T x C).
+
+    ``cls`` takes the ``<s>`` position; ``mean`` averages over every
+    non-padding position, ``<s>`` and ``</s>`` included (as sentence-transformers
+    does, so that exported models give the same vectors).
+    """
+    if pooling == "cls":
+        return features[:, 0]
+    if pooling == "mean":
+        keep = (~padding_mask).unsqueeze(-1).type_as(features)
+        return (features * keep).sum(1) / keep.sum(1).clamp(min=1)
+    raise ValueError(f"unknown pooling '{pooling}', choose from {POOLING_CHOICES}")

@@ -1,0 +1,78 @@
+"""No import cycle inside the package (module-level or inside functions), checked with ast."""
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parent.parent / "fairseq_clear"
+
+
+def _graph():
+    mods = {}
+    for p in PACKAGE.rglob("*.py"):
+        parts = list(p.relative_to(PACKAGE.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        mods[".".join(parts)] = p
+    edges = {m: set() for m in mods}
+    for m, p in mods.items():
+        pkg = m if p.name == "__init__.py" else m.rsplit(".", 1)[0]
+        for node in ast.walk(ast.parse(p.read_text(encoding="utf-8"))):
+            targets = []
+            if isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = ".".join(pkg.split(".")[: len(pkg.split(".")) - node.level + 1] + ([node.module] if node.module else []))
+                else:
+                    base = node.module or ""
+                targets = [base] + [f"{base}.{a.name}" for a in node.names]
+            elif isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            for t in targets:
+                if t in mods and t != m and not m.startswith(t + "."):
+                    edges[m].add(t)
+    return mods, edges
+
+
+def _cycle(mods, edges):
+    color, stack = {}, []
+
+    def dfs(u):
+        color[u] = 1
+        stack.append(u)
+        for v in sorted(edges[u]):
+            if mods[v].name == "__init__.py":  # a package's __init__ re-exports: not a dependency
+                continue
+            if color.get(v) == 1:
+                return stack[stack.index(v):] + [v]
+            if not color.get(v):
+                found = dfs(v)
+                if found:
+                    return found
+        stack.pop()
+        color[u] = 2
+        return None
+
+    for u in sorted(mods):
+        if not color.get(u) and mods[u].name != "__init__.py":
+            found = dfs(u)
+            if found:
+                return found
+    return None
+
+
+def test_the_package_has_no_import_cycle():
+    mods, edges = _graph()
+    assert len(mods) > 40
+    cycle = _cycle(mods, edges)
+    assert cycle is None, " -> ".join(cycle)
+
+
+def test_the_checker_finds_a_cycle():
+    mods = {"a": Path("a.py"), "b": Path("b.py")}
+    assert _cycle(mods, {"a": {"b"}, "b": {"a"}}) == ["a", "b", "a"]
+
+
+def test_library_never_imports_the_console_layer():
+    mods, edges = _graph()
+    offenders = [(m, t) for m, ts in edges.items() for t in ts
+                 if t.startswith("fairseq_clear.cli") and not m.startswith("fairseq_clear.cli")]
+    assert offenders == []
