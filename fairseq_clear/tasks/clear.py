@@ -37,6 +37,9 @@ DEL_SYMBOL = "[DEL]"
 MASK_SYMBOL = "<mask>"
 
 
+BATCH_COMPOSITIONS = ("auto", "length", "random")
+
+
 class ClearConfigError(ValueError):
     """A task option is invalid; the message names the option or file."""
 
@@ -61,6 +64,16 @@ class ClearConfig(MaskedLMConfig):
             "written, e.g. 'del-word', 'subs,del-span', 'del-span,reorder' (Table 1). "
             "Names: del-word, del-span, reorder, subs, and none/dropout (identity: "
             "dropout is the only noise, SimCSE)"
+        },
+    )
+    batch_composition: str = field(
+        default="auto",
+        metadata={
+            "help": "which samples share a batch, i.e. each other's negatives: 'length' = sorted by "
+            "length, shuffled among equal lengths, regrouped every epoch (fairseq masked_lm's "
+            "order, which CLEAR's RoBERTa recipe used; least padding); 'random' = a fresh random "
+            "order every epoch (SimCSE's, DeCLUTR's and CLSR's trainers); 'auto' = the mode's "
+            "paper: length for CLEAR, random for SimCSE, DeCLUTR and pairs"
         },
     )
     augmentation_mix: str = field(
@@ -169,6 +182,10 @@ def validate_config(cfg) -> list:
             f"--leave-unmasked-prob + --random-token-prob must be at most 1 (paper: 0.1 + 0.1), got "
             f"{cfg.leave_unmasked_prob} + {cfg.random_token_prob}"
         )
+    if cfg.batch_composition not in BATCH_COMPOSITIONS:
+        raise ClearConfigError(
+            f"--batch-composition must be one of {', '.join(BATCH_COMPOSITIONS)}, got '{cfg.batch_composition}'"
+        )
     params = augmentation_params(cfg)
     params.validate()
     if cfg.augmentation_mix:
@@ -234,6 +251,17 @@ class ClearTask(StsValidationMixin, MaskedLMTask):
     @property
     def is_contrastive(self):
         return not self.cfg.mlm_only
+
+    def batch_sizes_for_order(self, sizes):
+        """``sizes`` when batches are composed by length, else None (random batches)."""
+        composition = self.cfg.batch_composition
+        if composition == "auto":
+            composition = "length" if self.paper_mode() == "clear" else "random"
+        if not getattr(self, "_logged_composition", False):
+            self._logged_composition = True
+            logger.info("batch composition: %s (%s)", composition,
+                        "--batch-composition" if self.cfg.batch_composition != "auto" else "the paper's")
+        return sizes if composition == "length" else None
 
     def paper_mode(self, model_args=None) -> str:
         """Whose published values fill unset options: SimCSE-unsup for dropout-only views, else CLEAR."""
@@ -388,7 +416,9 @@ class ClearTask(StsValidationMixin, MaskedLMTask):
         dataset = NestedDictionaryDataset(defn, sizes=[sentences.sizes])
         # the batch is the set of negatives: regroup it every epoch (fairseq's
         # SortDataset would fix which sentences meet for the whole run)
-        self.datasets[split] = EpochShuffledDataset(dataset, self.cfg.seed, sizes=sentences.sizes)
+        self.datasets[split] = EpochShuffledDataset(
+            dataset, self.cfg.seed, sizes=self.batch_sizes_for_order(sentences.sizes)
+        )
 
     def get_batch_iterator(self, dataset, *args, **kwargs):
         with keeping_last_batch(dataset):  # fairseq drops it: see fairseq_fixes/keep_last_batch.py

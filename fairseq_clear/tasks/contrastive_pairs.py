@@ -210,4 +210,6 @@ class ContrastivePairsTask(ClearTask):
         sizes = np.max(np.stack([d.sizes for d in cols]), axis=0)
         dataset = NestedDictionaryDataset(defn, sizes=[sizes])
         # fresh random batches every epoch: the batch is the set of negatives
-        self.datasets[split] = EpochShuffledDataset(dataset, seed=self.cfg.seed)
+        self.datasets[split] = EpochShuffledDataset(
+            dataset, seed=self.cfg.seed, sizes=self.batch_sizes_for_order(sizes)
+        )

@@ -192,4 +192,6 @@ class DeclutrTask(ClearTask):
             defn["contrastive"] = ContrastiveRowsDataset(contrast_anchors, positives, pad=pad)
         dataset = NestedDictionaryDataset(defn, sizes=[spans.sizes])
         # fresh random batches every epoch: the batch is the set of negatives
-        self.datasets[split] = EpochShuffledDataset(dataset, seed=self.cfg.seed)
+        self.datasets[split] = EpochShuffledDataset(
+            dataset, seed=self.cfg.seed, sizes=self.batch_sizes_for_order(spans.sizes)
+        )
