@@ -171,6 +171,15 @@ class ClearHubInterface(RobertaHubInterface):
             return vectors.to(self.device)
         return vectors.numpy()
 
+    def search(self, queries, corpus, top_k: int = 10, **embed_kwargs):
+        """The ``top_k`` best matches in ``corpus`` (sentences or vectors) of each query, best first,
+        as ``[{'corpus_id': i, 'score': cosine}, ...]`` per query (sentence-transformers' format)."""
+        from ..search import semantic_search
+
+        qv, _ = self._as_vectors(queries, "queries", embed_kwargs)
+        cv, _ = self._as_vectors(corpus, "corpus", embed_kwargs)
+        return semantic_search(qv, cv, top_k=top_k)
+
     def similarity(self, a, b, pairwise: bool = False, **embed_kwargs):
         """Cosine similarity of sentences or vectors.
 
