@@ -21,7 +21,7 @@ import time
 
 import numpy as np
 
-from .hub_args import add_checkpoint_args, add_embedding_args, load_hub, setup_logging
+from .hub_args import add_checkpoint_args, add_embedding_args, fail, load_hub, setup_logging
 
 logger = logging.getLogger("clear-eval-sts")
 
@@ -42,7 +42,12 @@ def get_parser():
         "STS12-16 and their average, for [CLS] and mean pooling; printed as a table and "
         "written as JSON.",
     )
-    add_checkpoint_args(parser)
+    add_checkpoint_args(parser, required=False)
+    parser.add_argument(
+        "--model", action="append", metavar="DIR",
+        help="also score this encoder in the same table: a sentence-transformers directory "
+        "(its own pooling) or a Hugging Face model directory (mean pooling); repeatable",
+    )
     add_embedding_args(parser, "sentence poolings to evaluate (default: cls,mean)", multiple_poolings=True)
     data = parser.add_argument_group("STS data")
     data.add_argument(
@@ -84,63 +89,27 @@ def get_parser():
 
 
 def evaluate(hub, args):
-    """Results dict (see the JSON) for the options in ``args``."""
-    from ..models.inference import cosine_rows, embed_tokens
-    from ..evaluation.sts import (
-        ALL_TASKS, SENTEVAL_COPY_DIR, TABLE2_TASKS, alignment_uniformity, load_task,
-        resolve_sts_dirs, score_pairs, unique_sentences,
-    )
-    import torch
+    """Results dict (see the JSON) for the options in ``args``: the checkpoint, then each --model."""
+    from ..evaluation.sts_eval import as_encoder, hub_encoder, load_sts, score
 
     tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
-    unknown = [t for t in tasks if t not in ALL_TASKS]
-    if unknown:
-        raise ValueError(f"--tasks: unknown task(s) {unknown}, choose from {ALL_TASKS}")
     poolings = [p.strip() for p in args.poolings.split(",") if p.strip()]
-    dirs = resolve_sts_dirs(args.sts_dir, args.sts_copy)
-    if args.sts_copy == "senteval" and not os.path.isdir(os.path.join(args.sts_dir, SENTEVAL_COPY_DIR)):
-        logger.info("--sts-copy senteval: no %s/ in %s, so its files are taken as SentEval's copy",
-                    SENTEVAL_COPY_DIR, args.sts_dir)
-    pair_sets = {t: load_task(t, dirs[t], args.skip_malformed, args.split) for t in tasks}
-    if args.align_uniform_split != "none":
-        pair_sets["_align"] = load_task("STS-B", dirs["STS-B"], args.skip_malformed, args.align_uniform_split)
-    for name, pairs in pair_sets.items():
-        logger.info("%s: %d pairs from %s", name.strip("_"), len(pairs), dirs["STS-B" if name == "_align" else name])
-
-    sentences, rows = unique_sentences(list(pair_sets.values()))
-    logger.info("embedding %d distinct sentences (%s pooling)", len(sentences), ", ".join(poolings))
-    start = time.time()
-    tokens, truncated = hub.tokenizer.encode_counted(sentences, max_positions=hub.model.max_positions())
-    if truncated:
-        logger.warning("truncated %d sentences longer than %d positions", truncated, hub.model.max_positions())
-    vectors = embed_tokens(
-        hub.model, tokens, poolings, head=args.head, batch_size=args.batch_size,
-        show_progress=sys.stderr.isatty(),
-    )
-    logger.info("embedded in %.1f s", time.time() - start)
-
-    results = {}
-    for pooling in poolings:
-        v = vectors[pooling]
-        per_task = {}
-        for (name, pairs), (r1, r2) in zip(pair_sets.items(), rows):
-            a, b = v[torch.from_numpy(r1)], v[torch.from_numpy(r2)]
-            if name == "_align":
-                per_task["_align"] = {
-                    "split": args.align_uniform_split,
-                    **alignment_uniformity(a.numpy(), b.numpy(), pairs.scores),
-                }
-                continue
-            per_task[name] = score_pairs(pairs, cosine_rows(a, b))
-        table = {t: per_task[t]["spearman"] for t in TABLE2_TASKS if t in per_task}
-        avg = float(np.mean(list(table.values()))) if table else float("nan")
-        results[pooling] = {
-            "table": {**table, "Avg": avg},
-            "tasks": {k: v for k, v in per_task.items() if k != "_align"},
-            "alignment_uniformity": per_task.get("_align"),
-        }
+    pair_sets, dirs = load_sts(args.sts_dir, tasks, args.sts_copy, args.split, args.align_uniform_split,
+                               args.skip_malformed)
+    models, truncated = {}, 0
+    if hub is not None:
+        encoder = hub_encoder(hub, poolings, args.head, args.batch_size, show_progress=sys.stderr.isatty())
+        logger.info("embedding with %s (%s pooling)", args.checkpoint, ", ".join(poolings))
+        models[_checkpoint_name(args)] = score(encoder, pair_sets, args.align_uniform_split)
+        truncated = encoder.truncated
+    for path in args.model or []:
+        name = os.path.basename(os.path.normpath(path))
+        logger.info("embedding with %s", path)
+        models[name] = score(as_encoder(path, batch_size=args.batch_size), pair_sets, args.align_uniform_split)
+    first = next(iter(models.values()))
     return {
-        "checkpoint": os.path.abspath(args.checkpoint),
+        "checkpoint": os.path.abspath(args.checkpoint) if args.checkpoint else None,
+        "models": models,
         "sts_dir": os.path.abspath(args.sts_dir),
         "sts_copy": args.sts_copy,
         "task_dirs": {t: os.path.abspath(dirs[t]) for t in tasks},
@@ -151,8 +120,12 @@ def evaluate(hub, args):
         "head": args.head,
         "sentences_truncated": truncated,
         "malformed_lines_skipped": sum(len(p.skipped) for p in pair_sets.values()),
-        "results": results,
+        "results": first,
     }
+
+
+def _checkpoint_name(args):
+    return args.name or os.path.splitext(os.path.basename(args.checkpoint))[0]
 
 
 def _jsonable(x):
@@ -183,8 +156,11 @@ def format_table(report, name) -> str:
         "",
         "Method".ljust(label_width) + "".join(c.rjust(8) for c in columns),
     ]
-    for pooling, res in report["results"].items():
-        label = f"{name}-{POOLING_LABELS.get(pooling, pooling)}"
+    rows = [(f"{model}-{POOLING_LABELS.get(pooling, pooling)}", res)
+            for model, results in report["models"].items() for pooling, res in results.items()]
+    label_width = max([label_width] + [len(label) + 2 for label, _ in rows])
+    lines[3] = "Method".ljust(label_width) + "".join(c.rjust(8) for c in columns)
+    for label, res in rows:
         lines.append(label.ljust(label_width) + "".join(_fmt(res["table"].get(c)).rjust(8) for c in columns))
     diag = [(p, r["alignment_uniformity"]) for p, r in report["results"].items() if r["alignment_uniformity"]]
     if diag:
@@ -208,12 +184,16 @@ def main(argv=None):
     args = get_parser().parse_args(argv)
     from ..evaluation.sts import STSFormatError
 
-    hub = load_hub(args)
+    if not args.checkpoint and not args.model:
+        fail("give --checkpoint and/or --model (a sentence-transformers or Hugging Face directory)")
+    if not args.checkpoint and not args.output:
+        fail("--output is required without --checkpoint")
+    hub = load_hub(args) if args.checkpoint else None
     try:
         report = evaluate(hub, args)
     except (STSFormatError, FileNotFoundError, ValueError) as e:
-        sys.exit(f"error: {e}")
-    name = args.name or os.path.splitext(os.path.basename(args.checkpoint))[0]
+        fail(e)
+    name = _checkpoint_name(args) if args.checkpoint else next(iter(report["models"]))
     print(format_table(report, name))
     output = args.output or os.path.splitext(os.path.abspath(args.checkpoint))[0] + ".sts.json"
     with open(output, "w", encoding="utf-8") as f:

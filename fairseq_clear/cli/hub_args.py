@@ -9,10 +9,10 @@ from ..models.pooling import HEAD_CHOICES
 from ..models.pooling import POOLING_CHOICES
 
 
-def add_checkpoint_args(parser: argparse.ArgumentParser):
+def add_checkpoint_args(parser: argparse.ArgumentParser, required: bool = True):
     group = parser.add_argument_group("checkpoint")
     group.add_argument(
-        "--checkpoint", required=True, metavar="FILE",
+        "--checkpoint", required=required, metavar="FILE",
         help="a checkpoint written by fairseq-train (e.g. checkpoints/checkpoint_best.pt)",
     )
     group.add_argument(

@@ -1,0 +1,158 @@
+"""SentEval STS scoring for any encoder: library functions behind ``clear-eval-sts``.
+
+An *encoder* here is a callable ``sentences -> {label: (N, dim) array}``: one label per
+pooling of a fairseq-clear checkpoint (several poolings share one forward pass), or a
+single label for a sentence-transformers / Hugging Face directory or any Python callable
+``list[str] -> array`` (:func:`as_encoder`). :func:`evaluate_sts` scores each encoder on the
+same pairs, so our models and baselines sit in one table.
+"""
+
+import logging
+import os
+import time
+from typing import Callable, Dict, List
+
+import numpy as np
+import torch
+
+from .sts import (
+    ALL_TASKS, SENTEVAL_COPY_DIR, TABLE2_TASKS, alignment_uniformity, load_task, resolve_sts_dirs,
+    score_pairs, unique_sentences,
+)
+
+logger = logging.getLogger(__name__)
+
+Encoder = Callable[[List[str]], Dict[str, np.ndarray]]
+
+
+class EncoderFn:
+    """An :data:`Encoder` made by this module (so that a plain callable can be told apart)."""
+
+    def __init__(self, fn):
+        self.fn, self.truncated = fn, 0
+
+    def __call__(self, sentences):
+        return self.fn(sentences)
+
+
+def load_sts(sts_dir, tasks=ALL_TASKS, copy="senteval", split="test", align_split="dev", skip_malformed=False):
+    """(pair sets by task, plus '_align' for alignment/uniformity; the directory of each task)."""
+    tasks = list(tasks)
+    unknown = [t for t in tasks if t not in ALL_TASKS]
+    if unknown:
+        raise ValueError(f"--tasks: unknown task(s) {unknown}, choose from {ALL_TASKS}")
+    dirs = resolve_sts_dirs(sts_dir, copy)
+    if copy == "senteval" and not os.path.isdir(os.path.join(sts_dir, SENTEVAL_COPY_DIR)):
+        logger.info("--sts-copy senteval: no %s/ in %s, so its files are taken as SentEval's copy",
+                    SENTEVAL_COPY_DIR, sts_dir)
+    pair_sets = {t: load_task(t, dirs[t], skip_malformed, split) for t in tasks}
+    if align_split != "none":
+        pair_sets["_align"] = load_task("STS-B", dirs["STS-B"], skip_malformed, align_split)
+    for name, pairs in pair_sets.items():
+        logger.info("%s: %d pairs from %s", name.strip("_"), len(pairs), dirs["STS-B" if name == "_align" else name])
+    return pair_sets, dirs
+
+
+def hub_encoder(hub, poolings=("cls", "mean"), head="representation", batch_size=64, show_progress=False) -> Encoder:
+    """A fairseq-clear hub, one label per pooling, one forward pass for all of them."""
+    from ..models.inference import embed_tokens
+
+    def encode(sentences):
+        tokens, truncated = hub.tokenizer.encode_counted(sentences, max_positions=hub.model.max_positions())
+        wrapped.truncated = truncated
+        if truncated:
+            logger.warning("truncated %d sentences longer than %d positions", truncated, hub.model.max_positions())
+        vectors = embed_tokens(hub.model, tokens, list(poolings), head=head, batch_size=batch_size,
+                               show_progress=show_progress)
+        return {p: v.numpy() for p, v in vectors.items()}
+
+    wrapped = EncoderFn(encode)
+    return wrapped
+
+
+def as_encoder(model, label: str = None, batch_size: int = 64) -> Encoder:
+    """A sentence-transformers or Hugging Face directory, a loaded SentenceTransformer, or a
+    callable ``list[str] -> array`` as an encoder with one label."""
+    if isinstance(model, EncoderFn):
+        return model
+    if isinstance(model, (str, bytes, os.PathLike)):
+        return _directory_encoder(os.fsdecode(model), label, batch_size)
+    if callable(model) and not isinstance(model, (str, os.PathLike)) and not hasattr(model, "encode"):
+        return EncoderFn(lambda sentences: {label or "callable": np.asarray(model(sentences), dtype=np.float32)})
+    if hasattr(model, "encode"):
+        return EncoderFn(lambda sentences: {label or "st": np.asarray(
+            model.encode(sentences, batch_size=batch_size, convert_to_numpy=True), dtype=np.float32)})
+    raise TypeError(f"cannot use {type(model).__name__} as an encoder: give a directory, a model with "
+                    "encode(), or a callable list[str] -> array")
+
+
+def _directory_encoder(path, label, batch_size):
+    if not os.path.isdir(path):
+        raise FileNotFoundError(f"--model '{path}' is not a directory (a sentence-transformers or Hugging Face model)")
+    if os.path.isfile(os.path.join(path, "modules.json")):
+        from sentence_transformers import SentenceTransformer
+
+        st = SentenceTransformer(path, device="cpu")
+        return as_encoder(st, label or "st", batch_size)
+    if os.path.isfile(os.path.join(path, "config.json")):
+        return _hf_mean_encoder(path, label or "mean", batch_size)
+    raise FileNotFoundError(f"--model '{path}' has neither modules.json (sentence-transformers) nor config.json "
+                            "(Hugging Face)")
+
+
+def _hf_mean_encoder(path, label, batch_size):
+    from transformers import AutoModel, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    model = AutoModel.from_pretrained(path).eval()
+
+    def encode(sentences):
+        out = []
+        for i in range(0, len(sentences), batch_size):
+            batch = tokenizer(sentences[i:i + batch_size], padding=True, truncation=True, return_tensors="pt")
+            with torch.no_grad():
+                hidden = model(**batch).last_hidden_state
+            mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
+            out.append(((hidden * mask).sum(1) / mask.sum(1).clamp(min=1)).numpy())
+        return {label: np.concatenate(out) if out else np.zeros((0, model.config.hidden_size), np.float32)}
+
+    return EncoderFn(encode)
+
+
+def score(encoder: Encoder, pair_sets, align_split="dev") -> Dict[str, dict]:
+    """Per label: Table 2 row, per-task scores, alignment/uniformity."""
+    from ..models.inference import cosine_rows
+
+    sentences, rows = unique_sentences(list(pair_sets.values()))
+    start = time.time()
+    vectors = encoder(sentences)
+    logger.info("embedded %d distinct sentences in %.1f s", len(sentences), time.time() - start)
+    results = {}
+    for label, v in vectors.items():
+        v = torch.as_tensor(np.asarray(v, dtype=np.float32))
+        if v.shape[0] != len(sentences):
+            raise ValueError(f"encoder '{label}' returned {v.shape[0]} vectors for {len(sentences)} sentences")
+        per_task = {}
+        for (name, pairs), (r1, r2) in zip(pair_sets.items(), rows):
+            a, b = v[torch.from_numpy(r1)], v[torch.from_numpy(r2)]
+            if name == "_align":
+                per_task["_align"] = {"split": align_split, **alignment_uniformity(a.numpy(), b.numpy(), pairs.scores)}
+                continue
+            per_task[name] = score_pairs(pairs, cosine_rows(a, b))
+        table = {t: per_task[t]["spearman"] for t in TABLE2_TASKS if t in per_task}
+        results[label] = {
+            "table": {**table, "Avg": float(np.mean(list(table.values()))) if table else float("nan")},
+            "tasks": {k: x for k, x in per_task.items() if k != "_align"},
+            "alignment_uniformity": per_task.get("_align"),
+        }
+    return results
+
+
+def evaluate_sts(encoders: Dict[str, object], sts_dir, tasks=ALL_TASKS, copy="senteval", split="test",
+                 align_split="dev", skip_malformed=False) -> Dict[str, Dict[str, dict]]:
+    """``{model name: {label: results}}`` for encoders given as :data:`Encoder`, directories or callables."""
+    pair_sets, _ = load_sts(sts_dir, tasks, copy, split, align_split, skip_malformed)
+    out = {}
+    for name, enc in encoders.items():
+        out[name] = score(as_encoder(enc), pair_sets, align_split)
+    return out
