@@ -121,13 +121,15 @@ class ClearRobertaModel(RobertaModel):
             choices=POOLING_CHOICES,
             help="sentence representation for the contrastive loss and the default of "
             "embed(): the <s> ([CLS]) output (CLEAR) or the mean over tokens "
-            "(DeCLUTR, CLSR) (default: cls)",
+            "(DeCLUTR, CLSR) (default: the task's paper value: cls for CLEAR and SimCSE, mean for "
+            "DeCLUTR and CLSR)",
         )
         parser.add_argument(
             "--projection-layers",
             type=int,
             help="layers of the projection head g: 2 = dense-activation-dense (CLEAR, "
-            "SimCLR), 1 = linear (CLSR's h), 0 = no head (DeCLUTR) (default: 2)",
+            "SimCLR), 1 = linear (CLSR's h) or SimCSE's dense+tanh, 0 = no head (DeCLUTR) (default: "
+            "the task's paper value)",
         )
         parser.add_argument(
             "--projection-hidden-dim",
@@ -149,7 +151,7 @@ class ClearRobertaModel(RobertaModel):
             "--projection-output-activation-fn",
             choices=utils.get_available_activation_fns(),
             help="activation after g's last layer: linear (CLEAR, CLSR) or tanh (SimCSE's "
-            "dense-tanh head with --projection-layers 1) (default: linear)",
+            "dense-tanh head with --projection-layers 1) (default: the task's paper value)",
         )
         parser.add_argument(
             "--freeze-encoder",
