@@ -12,7 +12,6 @@ refused with :class:`UnsafeCheckpointError`, and nothing in it runs.
 
 import argparse
 import contextlib
-import functools
 import logging
 import os
 import pickle
@@ -120,18 +119,25 @@ def allow_fairseq_checkpoints():
     torch.serialization.add_safe_globals(SAFE_GLOBALS)
 
 
-def safe_load(path, map_location="cpu"):
-    """``torch.load(path, weights_only=True)`` with the allow-list and a clear refusal."""
-    allow_fairseq_checkpoints()
-    verify_integrity(path)
+@contextlib.contextmanager
+def load_errors_named(path):
+    """Turn a refused pickle or a damaged file met while loading ``path`` into errors naming it."""
     try:
-        return torch.load(path, map_location=map_location, weights_only=True)
+        yield
     except pickle.UnpicklingError as e:
         raise _refusal(path, e) from None
     except (EOFError, OSError, RuntimeError) as e:
         if _looks_corrupt(path, e):
             raise _corrupt(path, e) from None
         raise
+
+
+def safe_load(path, map_location="cpu"):
+    """``torch.load(path, weights_only=True)`` with the allow-list and a clear refusal."""
+    allow_fairseq_checkpoints()
+    verify_integrity(path)
+    with load_errors_named(path):
+        return torch.load(path, map_location=map_location, weights_only=True)
 
 
 def _refusal(path, error) -> UnsafeCheckpointError:

@@ -2,7 +2,6 @@
 
 import shutil
 
-import numpy as np
 import pytest
 
 from helpers import run_cli, train_args

@@ -2,7 +2,6 @@
 
 import errno
 import os
-import shutil
 import warnings
 from pathlib import Path
 

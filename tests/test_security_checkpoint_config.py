@@ -10,7 +10,6 @@ built, at every entry point a user has.
 
 import argparse
 import copy
-import os
 import shutil
 from pathlib import Path
 

@@ -17,9 +17,7 @@ import logging
 import math
 import os
 import sys
-import time
 
-import numpy as np
 
 from .hub_args import add_checkpoint_args, add_embedding_args, fail, load_hub, setup_logging
 

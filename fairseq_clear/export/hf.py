@@ -15,12 +15,10 @@ with ``SentenceTransformer`` and its vectors for a few sentences must equal
 the hub's ``embed()`` within ``--tolerance``.
 """
 
-import argparse
 import json
 import logging
 import os
 import shutil
-import sys
 import tempfile
 
 import numpy as np

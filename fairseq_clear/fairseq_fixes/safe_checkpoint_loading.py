@@ -7,16 +7,13 @@ checkpoint's config names. The checks themselves live in :mod:`fairseq_clear.che
 """
 
 import functools
-import pickle
 
 from ..checkpoint_safety import (
-    _corrupt,
     _forced_weights_only,
-    _looks_corrupt,
     _peek_state,
-    _refusal,
     allow_fairseq_checkpoints,
     check_checkpoint_config,
+    load_errors_named,
     verify_integrity,
 )
 from ._version import check_version
@@ -44,18 +41,11 @@ def apply():
     @functools.wraps(original)
     def load_checkpoint_to_cpu(path, *args, **kwargs):
         allow_fairseq_checkpoints()
-        try:
-            with _forced_weights_only():
-                local = checkpoint_utils.PathManager.get_local_path(path)
-                verify_integrity(local)
-                check_checkpoint_config(_peek_state(local), path)
-                return original(path, *args, **kwargs)
-        except pickle.UnpicklingError as e:
-            raise _refusal(path, e) from None
-        except (EOFError, OSError, RuntimeError) as e:
-            if _looks_corrupt(path, e):
-                raise _corrupt(path, e) from None
-            raise
+        with load_errors_named(path), _forced_weights_only():
+            local = checkpoint_utils.PathManager.get_local_path(path)
+            verify_integrity(local)
+            check_checkpoint_config(_peek_state(local), path)
+            return original(path, *args, **kwargs)
 
     load_checkpoint_to_cpu._clear_safe = True
     checkpoint_utils.load_checkpoint_to_cpu = load_checkpoint_to_cpu

@@ -29,7 +29,6 @@ import os
 from dataclasses import dataclass, field
 
 import numpy as np
-from fairseq import utils
 from fairseq.data import (
     Dictionary,
     IdDataset,

@@ -23,7 +23,6 @@ import logging
 import os
 from dataclasses import dataclass, field
 
-from fairseq import utils
 from fairseq.data import IdDataset, NestedDictionaryDataset, NumSamplesDataset
 from fairseq.tasks import register_task
 
