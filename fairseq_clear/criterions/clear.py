@@ -26,6 +26,7 @@ from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 from omegaconf import II
 
 from .. import distributed, losses, paper_defaults
+from ..gradcache import cached_encode
 
 logger = logging.getLogger(__name__)
 
@@ -64,6 +65,15 @@ class ClearCriterionConfig(FairseqDataclass):
             "auto = on whenever training is distributed; on = require it; off = local only"
         },
     )
+    contrastive_chunk_size: int = field(
+        default=0,
+        metadata={
+            "help": "GradCache: encode the contrastive views in chunks of this many rows without "
+            "keeping activations, and re-encode each chunk with its graph in the backward pass, so "
+            "the candidate set is not limited by memory (CLEAR's 8,192-sentence batch on one "
+            "node); 0 = off. Several ranks need --ddp-backend legacy_ddp (see fairseq_clear/gradcache.py)"
+        },
+    )
     hard_negative_weight: float = field(
         default=0.0,
         metadata={
@@ -72,6 +82,7 @@ class ClearCriterionConfig(FairseqDataclass):
         },
     )
     world_size: int = II("distributed_training.distributed_world_size")
+    ddp_backend: str = II("distributed_training.ddp_backend")
     tpu: bool = II("common.tpu")
     fp16: bool = II("common.fp16")
     bf16: bool = II("common.bf16")
@@ -137,6 +148,14 @@ class ClearCriterion(FairseqCriterion):
                 "--gather-negatives on needs distributed training, but the world size is "
                 f"{world_size}; use 'auto' or 'off'"
             )
+        if cfg.contrastive_chunk_size < 0:
+            raise ValueError(f"--contrastive-chunk-size must be >= 0, got {cfg.contrastive_chunk_size}")
+        ddp_backend = str(getattr(cfg, "ddp_backend", "pytorch_ddp"))
+        if cfg.contrastive_chunk_size > 0 and world_size > 1 and ddp_backend not in ("legacy_ddp", "no_c10d"):
+            raise ValueError(
+                "--contrastive-chunk-size with several ranks needs --ddp-backend legacy_ddp: the "
+                "re-encoding backward makes parameters ready more than once, which torch's DDP refuses"
+            )
         if getattr(task, "uses_hard_negatives", False) and cfg.loss_form != "simcse":
             # nt-xent has no place for them: they would be dropped without a word
             raise ValueError(
@@ -166,7 +185,10 @@ class ClearCriterion(FairseqCriterion):
     # ---- contrastive -----------------------------------------------------------
     def _embed_views(self, model, views):
         """Vectors of the anchors, of the (averaged) positives and of the hard negatives."""
-        z = model(views["src_tokens"], contrastive=True)[0]
+        z = cached_encode(
+            lambda src: model(src, contrastive=True)[0], views["src_tokens"],
+            self.cfg.contrastive_chunk_size if model.training else 0, model.parameters(),
+        )
         n = views["num_anchors"]
         p = views.get("positives_per_anchor", 1)
         za = z[:n]

@@ -1,0 +1,97 @@
+"""GradCache (--contrastive-chunk-size): the same gradients as encoding the chunks with their
+graphs kept (and, without dropout, as encoding the whole batch at once); resumes stay bit-exact."""
+
+import numpy as np
+import pytest
+import torch
+
+from helpers import run_cli, train_args
+
+
+def _setup(tiny_data, *extra):
+    import fairseq_clear  # noqa: F401
+    from fairseq import options, tasks
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+
+    parser = options.get_training_parser()
+    args = options.parse_args_and_arch(parser, [str(tiny_data), "--user-dir", str(fairseq_clear.__path__[0]),
+                                                "--arch", "clear_roberta_tiny", "--criterion", "clear",
+                                                "--task", "clear", "--tokens-per-sample", "64", "--seed", "3",
+                                                *extra])
+    cfg = convert_namespace_to_omegaconf(args)
+    task = tasks.setup_task(cfg.task)
+    task.load_dataset("train")
+    torch.manual_seed(0)
+    model = task.build_model(cfg.model)
+    criterion = task.build_criterion(cfg.criterion)
+    dataset = task.dataset("train")
+    sample = dataset.collater([dataset[i] for i in range(37)])  # 74 views: chunks of 16 do not divide it
+    return model, criterion, sample
+
+
+def _grads(model, criterion, sample, chunk, seed=11, reference=None, monkeypatch=None):
+    criterion.cfg.contrastive_chunk_size = chunk
+    if reference is not None:
+        monkeypatch.setattr("fairseq_clear.criterions.clear.cached_encode", reference)
+    model.train()
+    model.zero_grad()
+    torch.manual_seed(seed)
+    loss, _, log = criterion(model, sample)
+    loss.backward()
+    if reference is not None:
+        monkeypatch.undo()
+    return float(loss), {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+
+
+def _chunked_with_graph(chunk):
+    def encode(fn, src, chunk_size, parameters):
+        return torch.cat([fn(c) for c in torch.split(src, chunk)])
+    return encode
+
+
+def _assert_same(a, b, tol=1e-6):
+    """Every parameter's gradient equal within ``tol`` relative to its largest entry (the loss
+    is a sum, so gradients reach tens; float sums in another order differ in the 7th digit)."""
+    assert a.keys() == b.keys()
+    worst = max(float((a[k] - b[k]).abs().max()) / max(1.0, float(b[k].abs().max())) for k in a)
+    assert worst <= tol, worst
+
+
+@pytest.mark.parametrize("extra", [[], ["--no-mlm"], ["--loss-form", "simcse"], ["--augmentations", "none"]])
+@pytest.mark.parametrize("chunk", [16, 37])
+def test_dropout_on_same_gradients_as_the_same_chunks_with_graph(tiny_data, monkeypatch, extra, chunk):
+    model, criterion, sample = _setup(tiny_data, "--dropout", "0.1", "--attention-dropout", "0.1", *extra)
+    loss_ref, ref = _grads(model, criterion, sample, 0, reference=_chunked_with_graph(chunk), monkeypatch=monkeypatch)
+    rng_after = torch.get_rng_state()
+    loss_gc, gc = _grads(model, criterion, sample, chunk)
+    assert loss_gc == pytest.approx(loss_ref, abs=1e-6)
+    _assert_same(gc, ref)
+    assert any(k.startswith("encoder.sentence_encoder.layers.0") for k in gc)
+    # the re-encoding leaves the RNG where the forward left it (resumes replay exactly)
+    assert torch.equal(torch.get_rng_state(), rng_after)
+
+
+@pytest.mark.parametrize("chunk", [8, 30])
+def test_dropout_off_same_gradients_as_the_whole_batch(tiny_data, chunk):
+    model, criterion, sample = _setup(tiny_data, "--dropout", "0", "--attention-dropout", "0")
+    loss_full, full = _grads(model, criterion, sample, 0)
+    loss_gc, gc = _grads(model, criterion, sample, chunk)
+    assert loss_gc == pytest.approx(loss_full, abs=1e-5)
+    _assert_same(gc, full, tol=1e-6)
+
+
+def test_bad_chunk_size_and_ddp_backend_are_refused(tiny_data, tmp_path):
+    proc = run_cli(train_args(tiny_data, tmp_path / "s", "--contrastive-chunk-size", "-1", max_update=1), check=False)
+    assert proc.returncode != 0 and "--contrastive-chunk-size must be >= 0" in proc.stdout
+
+
+def test_training_with_chunks_resumes_bit_exactly(tiny_data, tmp_path):
+    from fairseq_clear.checkpoint_safety import safe_load
+
+    chunk = ["--contrastive-chunk-size", "6", "--save-interval-updates", "3"]
+    run_cli(train_args(tiny_data, tmp_path / "straight", *chunk, max_update=6))
+    run_cli(train_args(tiny_data, tmp_path / "resumed", *chunk, max_update=3))
+    run_cli(train_args(tiny_data, tmp_path / "resumed", *chunk, max_update=6))
+    a = safe_load(tmp_path / "straight" / "checkpoint_last.pt")["model"]
+    b = safe_load(tmp_path / "resumed" / "checkpoint_last.pt")["model"]
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
