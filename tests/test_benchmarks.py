@@ -109,3 +109,19 @@ def test_report_and_plots_from_results(monkeypatch, tmp_path):
     report.main()
     text = out.read_text()
     assert "clear del-word" in text and "| 2.000 |" in text and "Not run." in text
+
+
+def test_gradcache_benchmark_runs_in_a_small_form(tmp_path):
+    """benchmarks/bench_gradcache.py keeps working (tiny model, tiny batch)."""
+    import json
+    import subprocess
+    import sys
+
+    out = tmp_path / "gc.json"
+    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "bench_gradcache.py"), "--sizes", "8",
+                           "--chunk", "4", "--arch", "clear_roberta_tiny", "--out", str(out)],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows = json.loads(out.read_text())["rows"]
+    assert {(r["sentences"], r["chunk"]) for r in rows} == {(8, 0), (8, 4)}
+    assert all(r["peak_mb"] >= 0 and r["seconds"] > 0 for r in rows)
