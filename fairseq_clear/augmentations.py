@@ -27,6 +27,7 @@ REORDER = "reorder"
 SUBS = "subs"
 #: Identity: both views are the input sentence; dropout is the only noise (SimCSE).
 IDENTITY = ("none", "dropout")
+DELETIONS = (DEL_WORD, DEL_SPAN)  # the augmentations that write [DEL]
 AUGMENTATION_NAMES = (DEL_WORD, DEL_SPAN, REORDER, SUBS) + IDENTITY
 
 Augmentation = Callable[[np.ndarray, np.random.Generator], np.ndarray]

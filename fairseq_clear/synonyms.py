@@ -15,6 +15,7 @@ from typing import Dict, Iterable, List, Optional, Tuple
 import numpy as np
 
 from .augmentations import AugmentationConfigError, SynonymIndex
+from .vocabulary import APPENDED_SYMBOLS
 
 logger = logging.getLogger(__name__)
 
@@ -52,17 +53,22 @@ def load_synonym_table(path: str) -> Dict[str, List[str]]:
     return table
 
 
-def word_start_mask(dictionary) -> np.ndarray:
-    """True for dictionary symbols that begin a word: ``▁``-prefixed pieces and special symbols."""
+def word_start_mask(dictionary, tokenizer=None) -> np.ndarray:
+    """True for dictionary symbols that begin a word (by the tokenizer's rule) and special symbols."""
     symbols = dictionary.symbols
-    mask = np.array([s.startswith(WORD_START) for s in symbols], dtype=bool)
-    if not mask.any():
+    if tokenizer is None:
+        mask = np.array([s.startswith(WORD_START) for s in symbols], dtype=bool)
+        what = "a sentencepiece dictionary (symbols starting with '\u2581')"
+    else:
+        mask = np.array([tokenizer.is_word_start(s) for s in symbols], dtype=bool)
+        what = f"word boundaries, but no symbol of this dict.txt starts a word for the {tokenizer.kind} tokenizer"
+    if not mask[dictionary.nspecial:].any():
         raise AugmentationConfigError(
-            "'subs' needs a sentencepiece dictionary (symbols starting with '\u2581'); "
-            "this dict.txt has none. Build the data with preprocess/prepare.sh."
+            f"'subs' needs {what}; the dictionary and the tokenizer do not belong together"
+            " (build the data with clear-prepare, or clear-prepare --tokenizer-from MODEL_DIR)"
         )
     mask[: dictionary.nspecial] = True
-    for special in ("<mask>", "[DEL]"):
+    for special in APPENDED_SYMBOLS:
         if special in dictionary.indices:
             mask[dictionary.indices[special]] = True
     return mask
@@ -75,24 +81,25 @@ def _case_variants(word: str, synonyms: List[str]) -> Iterable[Tuple[str, List[s
         yield cap, [s[:1].upper() + s[1:] for s in synonyms]
 
 
-def build_synonym_index(
-    table: Dict[str, List[str]], dictionary, sentencepiece_model: str
-) -> SynonymIndex:
+def build_synonym_index(table: Dict[str, List[str]], dictionary, tokenizer) -> SynonymIndex:
     """Map every table word (and its capitalised form) to the dictionary ids of its synonyms.
 
-    Words and synonyms are tokenised with the corpus's sentencepiece model, so
-    a synonym may have a different number of pieces than the word it replaces.
+    Words and synonyms are tokenised with the corpus's own tokenizer (a
+    :class:`~fairseq_clear.vocabulary.Tokenizer`, or the path of a sentencepiece
+    model), as they read inside a sentence and, capitalised, at its start, so a
+    synonym may have a different number of pieces than the word it replaces.
     Entries whose pieces are not all in the dictionary are skipped and counted.
     """
-    import sentencepiece as spm
+    from . import vocabulary
 
-    if not sentencepiece_model or not os.path.isfile(sentencepiece_model):
-        raise AugmentationConfigError(
-            f"--sentencepiece-model: 'subs' needs the corpus's sentencepiece model "
-            f"to tokenise synonyms; cannot read '{sentencepiece_model}'"
-        )
-    sp = spm.SentencePieceProcessor(model_file=sentencepiece_model)
-    is_start = word_start_mask(dictionary)
+    if not isinstance(tokenizer, vocabulary.Tokenizer):
+        if not tokenizer or not os.path.isfile(tokenizer):
+            raise AugmentationConfigError(
+                f"--sentencepiece-model: 'subs' needs the corpus's sentencepiece model "
+                f"to tokenise synonyms; cannot read '{tokenizer}'"
+            )
+        tokenizer = vocabulary.SentencepieceTokenizer(tokenizer)
+    is_start = word_start_mask(dictionary, tokenizer)
     unk = dictionary.unk()
 
     entries = []
@@ -100,14 +107,20 @@ def build_synonym_index(
         syns = [s for s in dict.fromkeys(syns) if s and s != word and " " not in s]
         if not syns or " " in word:
             continue
-        entries.extend(_case_variants(word, syns))
-    vocab = sorted({w for w, _ in entries} | {s for _, ss in entries for s in ss})
-    encoded = sp.encode(vocab, out_type=str) if vocab else []
+        # (lower-case form inside a sentence, capitalised form at its start)
+        for (w, ss), initial in zip(_case_variants(word, syns), (False, True)):
+            entries.append((w, ss, False))
+            if initial and tokenizer.initial_words_differ:
+                entries.append((w, ss, True))  # GPT-2: a sentence's first word has no 'Ġ'
     ids = {}
-    for text, pieces in zip(vocab, encoded):
-        arr = np.array([dictionary.index(p) for p in pieces], dtype=np.int64)
-        if len(arr) and not (arr == unk).any():
-            ids[text] = arr
+    for w, ss, initial in entries:
+        for text in [w] + ss:
+            if (text, initial) in ids:
+                continue
+            arr = np.array([dictionary.index(p) for p in tokenizer.word_symbols(text, initial)], dtype=np.int64)
+            ids[(text, initial)] = arr if len(arr) and not (arr == unk).any() else None
+    entries = [((w, initial), [(s, initial) for s in ss]) for w, ss, initial in entries]
+    ids = {k: v for k, v in ids.items() if v is not None}
 
     synonyms: Dict[Tuple[int, ...], List[np.ndarray]] = {}
     skipped = 0
@@ -143,7 +156,5 @@ def synonym_coverage(index: SynonymIndex, sentences: Iterable[np.ndarray]) -> Tu
     return covered, total
 
 
-def load_synonym_index(
-    path: str, dictionary, sentencepiece_model: Optional[str]
-) -> SynonymIndex:
-    return build_synonym_index(load_synonym_table(path), dictionary, sentencepiece_model)
+def load_synonym_index(path: str, dictionary, tokenizer) -> SynonymIndex:
+    return build_synonym_index(load_synonym_table(path), dictionary, tokenizer)

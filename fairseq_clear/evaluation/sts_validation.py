@@ -25,6 +25,7 @@ import numpy as np
 import torch
 from fairseq import metrics
 
+from ..vocabulary import DictionaryEncoder
 from ..models.inference import SentencepieceTokenizer, check_pooling, cosine_rows, embed_tokens
 from .sts import read_sts_benchmark, spearman
 
@@ -62,21 +63,25 @@ class StsValidationConfigError(ValueError):
 class StsValidator:
     """Spearman x100 of a model's cosine similarities on STS-B-format pairs."""
 
-    def __init__(self, path, sentencepiece_model, dictionary, pooling=None, batch_size=128):
+    def __init__(self, path, tokenizer, dictionary, pooling=None, batch_size=128):
+        """``tokenizer``: a :class:`~fairseq_clear.vocabulary.Tokenizer` or a sentencepiece model path."""
         self.path = resolve_sts_validation_path(path)
         if pooling:
             check_pooling(pooling)
         if batch_size < 1:
             raise StsValidationConfigError(f"--sts-validation-batch-size must be >= 1, got {batch_size}")
-        if not os.path.isfile(sentencepiece_model):
+        if isinstance(tokenizer, str) and not os.path.isfile(tokenizer):
             raise StsValidationConfigError(
                 f"--sts-validation needs the sentencepiece model to tokenise the STS sentences: "
-                f"'{sentencepiece_model}' does not exist (see --sentencepiece-model)"
+                f"'{tokenizer}' does not exist (see --sentencepiece-model)"
             )
         self.pairs = read_sts_benchmark(self.path)  # malformed lines stop start-up, with file:line
         if len(self.pairs) < 2:
             raise StsValidationConfigError(f"--sts-validation: '{self.path}' has fewer than 2 pairs")
-        self.tokenizer = SentencepieceTokenizer(sentencepiece_model, dictionary)
+        if isinstance(tokenizer, str):
+            self.tokenizer = SentencepieceTokenizer(tokenizer, dictionary)
+        else:
+            self.tokenizer = DictionaryEncoder(tokenizer, dictionary)
         self.pooling = pooling or None
         self.batch_size = batch_size
         self._tokens = None
@@ -113,7 +118,7 @@ class StsValidationMixin:
         if getattr(cfg, "sts_validation", ""):
             self._sts_validator = StsValidator(
                 cfg.sts_validation,
-                self.sentencepiece_model_path(),
+                self.data_tokenizer("--sts-validation"),
                 self.source_dictionary,
                 pooling=getattr(cfg, "sts_validation_pooling", "") or None,
                 batch_size=getattr(cfg, "sts_validation_batch_size", 128),

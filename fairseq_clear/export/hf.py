@@ -49,7 +49,12 @@ class ExportError(ValueError):
 
 def check_vocabulary_layout(tokenizer, dictionary):
     """dict.txt must be XLM-R's layout: fairseq id = sentencepiece id + 1, <mask> right after."""
-    sp = tokenizer.sp
+    if tokenizer.tokenizer.kind != "sentencepiece":
+        raise ExportError(
+            f"this model uses the {tokenizer.tokenizer.kind} tokenizer ({tokenizer.path}); "
+            "clear-export-hf writes XLM-R's layout, which needs a sentencepiece model"
+        )
+    sp = tokenizer.tokenizer.sp
     if (sp.unk_id(), sp.bos_id(), sp.eos_id()) != (0, 1, 2):
         raise ExportError(
             f"sentencepiece model '{tokenizer.path}' has <unk>, <s>, </s> at ids "

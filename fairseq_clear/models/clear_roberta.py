@@ -32,6 +32,7 @@ from fairseq.models.roberta.model import (
 from fairseq.utils import safe_getattr, safe_hasattr
 
 from .. import paper_defaults
+from ..vocabulary import APPENDED_SYMBOLS
 from .errors import DictionarySizeError  # noqa: F401  (re-exported)
 from .pooling import HEAD_CHOICES, POOLING_CHOICES, check_head_name, pool  # noqa: F401  (re-exported)
 
@@ -171,6 +172,12 @@ class ClearRobertaModel(RobertaModel):
             help="CLSR: output size of e, the sentence representation "
             "(default: --encoder-embed-dim)",
         )
+        parser.add_argument(
+            "--layernorm-eps",
+            type=float,
+            help="epsilon of every layer norm (default: 1e-5, fairseq's and RoBERTa's; BERT uses "
+            "1e-12: clear-import-hf sets it from config.json)",
+        )
 
     def __init__(self, args, encoder, contrastive: bool = False):
         super().__init__(args, encoder)
@@ -212,6 +219,10 @@ class ClearRobertaModel(RobertaModel):
                 args.tokens_per_sample = task.max_positions()
             args.max_positions = args.tokens_per_sample
         encoder = RobertaEncoder(args, task.source_dictionary)
+        if args.layernorm_eps != 1e-5:
+            for module in encoder.modules():
+                if "LayerNorm" in type(module).__name__ and hasattr(module, "eps"):
+                    module.eps = args.layernorm_eps
         if OmegaConf.is_config(args):
             OmegaConf.set_struct(args, True)
         return cls(args, encoder, contrastive=getattr(task, "is_contrastive", False))
@@ -312,24 +323,11 @@ class ClearRobertaModel(RobertaModel):
             **kwargs,
         )
 
-    def load_state_dict(self, state_dict, strict=True, model_cfg=None, args=None):
-        # a dictionary of another size would fail deep inside torch with a bare shape
-        # message; say which file and which sizes instead
-        expected = self.encoder.sentence_encoder.embed_tokens.weight.size(0)
-        for key in ("encoder.sentence_encoder.embed_tokens.weight",
-                    "decoder.sentence_encoder.embed_tokens.weight"):
-            if key in state_dict and state_dict[key].size(0) != expected:
-                raise DictionarySizeError(
-                    f"the checkpoint was trained with a dictionary of {state_dict[key].size(0)} "
-                    f"types, but dict.txt of the data directory gives {expected} (its entries, "
-                    "fairseq's 4 specials, <mask> and [DEL]); use the dict.txt of the data the "
-                    "model was trained on"
-                )
-        return super().load_state_dict(state_dict, strict=strict, model_cfg=model_cfg, args=args)
-
     def upgrade_state_dict_named(self, state_dict, name):
         super().upgrade_state_dict_named(state_dict, name)
         prefix = name + "." if name != "" else ""
+        check_encoder_shapes(self, state_dict, prefix)
+        reconcile_dictionary_rows(self.encoder.dictionary, state_dict, prefix)
         for module_name in ("projection_head", "sentence_mlp"):
             module = getattr(self, module_name)
             key_prefix = prefix + module_name + "."
@@ -363,11 +361,107 @@ class ClearRobertaModel(RobertaModel):
 
     @classmethod
     def from_pretrained(cls, model_name_or_path, checkpoint_file="model.pt",
-                        data_name_or_path=".", bpe="sentencepiece", **kwargs):
+                        data_name_or_path=".", bpe=None, **kwargs):
         from .hub_interface import from_pretrained
 
         return from_pretrained(
             model_name_or_path, checkpoint_file, data_name_or_path, bpe=bpe, **kwargs
+        )
+
+
+VOCAB_ROW_KEYS = ("encoder.sentence_encoder.embed_tokens.weight", "encoder.lm_head.weight", "encoder.lm_head.bias")
+
+
+def _appended(dictionary):
+    n = 0
+    while n < len(APPENDED_SYMBOLS) and len(dictionary) - n - 1 >= dictionary.nspecial and \
+            dictionary[len(dictionary) - n - 1] in APPENDED_SYMBOLS:
+        n += 1
+    return [dictionary[i] for i in range(len(dictionary) - n, len(dictionary))]
+
+
+def _where(dictionary) -> str:
+    path = getattr(dictionary, "path", None)
+    return f"dict.txt ({path})" if path else "dict.txt of the data directory"
+
+
+def reconcile_dictionary_rows(dictionary, state_dict, prefix=""):
+    """Grow or trim the checkpoint's vocabulary rows to the task's appended symbols.
+
+    A stock RoBERTa or imported checkpoint lacks [DEL] (and an encoder trained without
+    masked LM lacks <mask>); rows the task adds are initialised from the checkpoint's
+    <mask> row (its embedding and LM-head bias), or from the mean row when it has no
+    <mask>. A checkpoint that has [DEL] while the task does not use it loses that row.
+    Anything else is a real mismatch, named with both sizes.
+    """
+    key = prefix + VOCAB_ROW_KEYS[0]
+    if key not in state_dict:
+        return
+    saved, wanted = state_dict[key].size(0), len(dictionary)
+    if saved == wanted:
+        return
+    appended = _appended(dictionary)
+    core = wanted - len(appended)
+    extras = list(appended) + [s for s in APPENDED_SYMBOLS if s not in appended]
+    if not core <= saved <= core + len(APPENDED_SYMBOLS) or extras != list(APPENDED_SYMBOLS)[: len(extras)]:
+        raise DictionarySizeError(
+            f"the checkpoint was trained with a dictionary of {saved} types, but {_where(dictionary)} "
+            f"gives {wanted} ({core} from the file and its 4 specials, plus {', '.join(appended) or 'nothing'} "
+            "added by the task); use the dict.txt of the data the model was trained on, or prepare the "
+            "data with clear-prepare --tokenizer-from MODEL_DIR"
+        )
+    saved_symbols = APPENDED_SYMBOLS[: saved - core]
+    for k in VOCAB_ROW_KEYS:
+        k = prefix + k
+        if k not in state_dict:
+            continue
+        rows = state_dict[k]
+        if saved > wanted:
+            state_dict[k] = rows[:wanted].clone()
+            continue
+        if "<mask>" in saved_symbols:
+            seed = rows[core + saved_symbols.index("<mask>")]
+        else:
+            seed = rows[:core].mean(0)
+        state_dict[k] = torch.cat([rows, seed.unsqueeze(0).expand(wanted - saved, *rows.shape[1:])], 0)
+    if saved > wanted:
+        logger.info("dictionary: dropping the checkpoint's rows for %s (this task does not use them)",
+                    ", ".join(saved_symbols[wanted - core:]))
+    else:
+        logger.info(
+            "dictionary: the checkpoint has %d rows, the task %d: added %s, initialised from the "
+            "checkpoint's %s row (embedding and LM-head bias)", saved, wanted,
+            ", ".join(appended[saved - core:]), "<mask>" if "<mask>" in saved_symbols else "mean",
+        )
+
+
+class EncoderShapeError(ValueError):
+    """The checkpoint's encoder has other sizes than the model built from the options."""
+
+
+def check_encoder_shapes(model, state_dict, prefix=""):
+    """Name the options when a checkpoint's encoder sizes differ (torch would list tensors)."""
+    args = model.args
+    enc = prefix + "encoder.sentence_encoder."
+    problems = []
+    emb = state_dict.get(enc + "embed_tokens.weight")
+    if emb is not None and emb.size(1) != args.encoder_embed_dim:
+        problems.append(f"--encoder-embed-dim {emb.size(1)} (model: {args.encoder_embed_dim})")
+    layers = {int(k[len(enc + "layers."):].split(".")[0]) for k in state_dict if k.startswith(enc + "layers.")}
+    if layers and len(layers) != args.encoder_layers:
+        problems.append(f"--encoder-layers {len(layers)} (model: {args.encoder_layers})")
+    fc1 = state_dict.get(enc + "layers.0.fc1.weight")
+    if fc1 is not None and fc1.size(0) != args.encoder_ffn_embed_dim:
+        problems.append(f"--encoder-ffn-embed-dim {fc1.size(0)} (model: {args.encoder_ffn_embed_dim})")
+    pos = state_dict.get(enc + "embed_positions.weight")
+    own = model.encoder.sentence_encoder.embed_positions
+    if pos is not None and own is not None and pos.size(0) != own.weight.size(0):
+        problems.append(f"--max-positions {pos.size(0) - model.encoder.dictionary.pad() - 1} "
+                        f"(model: {args.max_positions})")
+    if problems:
+        raise EncoderShapeError(
+            "the checkpoint's encoder does not fit the model's options; pass " + ", ".join(problems)
+            + " (clear-import-hf writes these options to OUT_DIR/fairseq_args.txt)"
         )
 
 
@@ -383,6 +477,7 @@ def base_clear_architecture(args):
     args.freeze_encoder = safe_getattr(args, "freeze_encoder", False)
     args.sentence_mlp_hidden_dim = safe_getattr(args, "sentence_mlp_hidden_dim", None) or 0
     args.sentence_mlp_dim = safe_getattr(args, "sentence_mlp_dim", None) or 0
+    args.layernorm_eps = safe_getattr(args, "layernorm_eps", None) or 1e-5
     base_architecture(args)
 
 

@@ -21,6 +21,8 @@ import numpy as np
 import torch
 from fairseq.models.roberta.hub_interface import RobertaHubInterface
 
+from .. import vocabulary
+from ..vocabulary import DictionaryEncoder
 from .inference import (
     SentencepieceTokenizer,
     check_head,
@@ -55,16 +57,22 @@ class HubLoadError(ValueError):
 class ClearHubInterface(RobertaHubInterface):
     """RoBERTa's hub interface plus sentence embeddings (``embed``, ``similarity``)."""
 
-    def __init__(self, cfg, task, model, sentencepiece_model: Optional[str] = None):
+    def __init__(self, cfg, task, model, tokenizer=None):
+        """``tokenizer``: a :class:`~fairseq_clear.vocabulary.Tokenizer`, or the path of a
+        sentencepiece model (default: cfg.bpe.sentencepiece_model)."""
         super().__init__(cfg, task, model)
-        spm_path = sentencepiece_model or _cfg_get(cfg, "bpe", "sentencepiece_model")
-        self.tokenizer = SentencepieceTokenizer(spm_path, task.source_dictionary)
+        if tokenizer is None or isinstance(tokenizer, str):
+            spm_path = tokenizer or _cfg_get(cfg, "bpe", "sentencepiece_model")
+            self.tokenizer = SentencepieceTokenizer(spm_path, task.source_dictionary)
+        else:
+            self.tokenizer = DictionaryEncoder(tokenizer, task.source_dictionary)
         missing = self.tokenizer.missing_share()
         if missing > MAX_MISSING_PIECES:
+            kind = self.tokenizer.tokenizer.kind
             raise HubLoadError(
-                f"sentencepiece model '{spm_path}' does not match the dictionary: {100 * missing:.1f}% "
-                "of its pieces are not in dict.txt and would become <unk>; pass the .model file that "
-                "produced dict.txt (clear-prepare writes both into the data directory)"
+                f"{kind} tokenizer '{self.tokenizer.path}' does not match the dictionary: {100 * missing:.1f}% "
+                "of its symbols are not in dict.txt and would become <unk>; pass the tokenizer files that "
+                "produced dict.txt (clear-prepare and clear-import-hf write both into one directory)"
             )
         self._local = threading.local()
 
@@ -250,6 +258,25 @@ def _cfg_get(cfg, group, key):
     return section.get(key) if hasattr(section, "get") else getattr(section, key, None)
 
 
+#: fairseq's RoBERTa architectures (admitted by checkpoint_safety); the hub builds them as
+#: clear_roberta, whose encoder is the same module with the same parameter names
+STOCK_ROBERTA_ARCHS = ("roberta", "roberta_base", "roberta_large", "roberta_prenorm", "xlm", "xlmr")
+
+
+def as_clear_roberta(model_cfg):
+    """Point a stock RoBERTa model config at clear_roberta; its sizes stay as saved."""
+    name = getattr(model_cfg, "_name", None) if not hasattr(model_cfg, "get") else model_cfg.get("_name")
+    arch = getattr(model_cfg, "arch", None) if not hasattr(model_cfg, "get") else model_cfg.get("arch")
+    if name in STOCK_ROBERTA_ARCHS or arch in STOCK_ROBERTA_ARCHS:
+        from omegaconf import OmegaConf, open_dict
+
+        ctx = open_dict(model_cfg) if OmegaConf.is_config(model_cfg) else contextlib.nullcontext()
+        with ctx:
+            if name is not None:
+                model_cfg._name = "clear_roberta"
+            model_cfg.arch = "clear_roberta"
+
+
 def _find_dictionary(data_dir):
     # --task clear layout: DATA/dict.txt; fairseq's sentence_prediction: DATA/input0/dict.txt
     for candidate in (os.path.join(data_dir, "dict.txt"), os.path.join(data_dir, "input0", "dict.txt")):
@@ -258,30 +285,69 @@ def _find_dictionary(data_dir):
     return None
 
 
+#: fairseq's options naming tokenizer files, taken by from_pretrained as keyword arguments
+BPE_FILE_OPTIONS = ("sentencepiece_model", "gpt2_encoder_json", "gpt2_vocab_bpe", "bpe_vocab_file", "bpe_cased")
+
+
+def find_tokenizer(bpe, data_dir, model_dir, files) -> "vocabulary.Tokenizer":
+    """The tokenizer named by ``bpe`` and ``files``, else the one found in the data or model directory."""
+    if bpe is not None and bpe not in vocabulary.KINDS:
+        raise HubLoadError(f"bpe='{bpe}': choose one of {', '.join(vocabulary.KINDS)} (or None: found in the directory)")
+    for name, path in files.items():
+        if name != "bpe_cased" and not os.path.isfile(path):
+            raise HubLoadError(f"{name} '{path}' does not exist")
+    try:
+        if bpe is None and files.get("sentencepiece_model"):
+            bpe = "sentencepiece"
+        if bpe is None:
+            for directory in dict.fromkeys((data_dir, model_dir)):
+                tokenizer = vocabulary.detect(directory)
+                if tokenizer is not None:
+                    return tokenizer
+            raise HubLoadError(
+                f"no tokenizer in '{data_dir}' or '{model_dir}': looked for {vocabulary.RECORD}, "
+                "sentencepiece.model (no sentencepiece model), encoder.json + vocab.bpe (GPT-2 BPE) and "
+                "vocab.txt (WordPiece); pass bpe= and its files (sentencepiece_model=, "
+                "gpt2_encoder_json= + gpt2_vocab_bpe=, bpe_vocab_file=)"
+            )
+        errors = []
+        for directory in dict.fromkeys((data_dir, model_dir)):
+            try:
+                return vocabulary.from_bpe_options(bpe, directory, **files)
+            except vocabulary.TokenizerError as e:
+                errors.append(str(e))
+        hint = " (no sentencepiece model)" if bpe == "sentencepiece" else ""
+        raise HubLoadError(f"bpe='{bpe}'{hint}: " + "; ".join(dict.fromkeys(errors)))
+    except vocabulary.TokenizerError as e:
+        raise HubLoadError(str(e)) from None
+
+
 def from_pretrained(
     model_name_or_path,
     checkpoint_file="model.pt",
     data_name_or_path=".",
-    bpe="sentencepiece",
-    sentencepiece_model=None,
+    bpe=None,
     **kwargs,
 ) -> ClearHubInterface:
     """Load ``model_name_or_path/checkpoint_file`` with the dictionary of ``data_name_or_path``.
 
     ``data_name_or_path`` is the binarized data directory the model was trained
     on (dict.txt; a relative path starting with '.' is taken inside the model
-    directory, as in fairseq). ``sentencepiece_model`` defaults to
-    DATA/sentencepiece.model, then MODEL_DIR/sentencepiece.model. Training-only
-    task options (augmentations, synonym table, STS validation file) are
-    switched off, so loading needs none of the training machine's files. Other
-    keyword arguments override checkpoint options, as in fairseq.
+    directory, as in fairseq). ``bpe`` is ``sentencepiece`` (our own data, XLM-R),
+    ``gpt2`` (fairseq's roberta.base, imported RoBERTa) or ``bert`` (WordPiece);
+    by default it is found in the data directory, then the model directory
+    (``clear_tokenizer.json``, ``sentencepiece.model``, ``encoder.json`` +
+    ``vocab.bpe``, ``vocab.txt``). Its files may be given as fairseq names them:
+    ``sentencepiece_model=``, ``gpt2_encoder_json=``/``gpt2_vocab_bpe=``,
+    ``bpe_vocab_file=``/``bpe_cased=``. Training-only task options (augmentations,
+    synonym table, STS validation file) are switched off, so loading needs none of
+    the training machine's files. Other keyword arguments override checkpoint
+    options, as in fairseq.
     """
     from fairseq import checkpoint_utils
 
     from .errors import DictionarySizeError
 
-    if bpe != "sentencepiece":
-        raise HubLoadError(f"bpe='{bpe}': fairseq-clear models use bpe='sentencepiece'")
     model_dir = os.path.abspath(os.path.expanduser(str(model_name_or_path)))
     if not os.path.isdir(model_dir):
         raise HubLoadError(f"model directory '{model_name_or_path}' does not exist")
@@ -301,29 +367,33 @@ def from_pretrained(
     if dict_path is None:
         raise HubLoadError(
             f"no dict.txt in '{data_dir}': pass data_name_or_path= the binarized data directory "
-            "the model was trained on (it holds dict.txt and sentencepiece.model)"
+            "the model was trained on (it holds dict.txt and its tokenizer)"
         )
-    if sentencepiece_model is None:
-        candidates = [os.path.join(data_dir, "sentencepiece.model"), os.path.join(model_dir, "sentencepiece.model")]
-        sentencepiece_model = next((c for c in candidates if os.path.isfile(c)), None)
-        if sentencepiece_model is None:
-            raise HubLoadError(
-                f"no sentencepiece model: looked for {' and '.join(candidates)}; pass "
-                "sentencepiece_model= the .model file that produced dict.txt"
-            )
-    elif not os.path.isfile(sentencepiece_model):
-        raise HubLoadError(f"sentencepiece_model '{sentencepiece_model}' does not exist")
-    sentencepiece_model = os.path.abspath(sentencepiece_model)
+    files = {k: kwargs.pop(k) for k in BPE_FILE_OPTIONS if kwargs.get(k) is not None}
+    tokenizer = find_tokenizer(bpe, data_dir, model_dir, files)
+    try:
+        vocabulary.check_same(data_dir, model_dir)
+    except vocabulary.TokenizerError as e:
+        raise HubLoadError(str(e)) from None
 
     overrides = dict(INFERENCE_OVERRIDES)
     overrides.update(kwargs)
-    overrides.update(data=data_dir, bpe=bpe, sentencepiece_model=sentencepiece_model, load_checkpoint_heads=True)
+    overrides.update(data=data_dir, load_checkpoint_heads=True, **tokenizer.fairseq_bpe())
+    from fairseq import tasks
+
+    # what fairseq's load_model_ensemble_and_task does for one file (so a ':' in its path
+    # is not an ensemble separator), building fairseq's stock RoBERTa as clear_roberta
+    state = checkpoint_utils.load_checkpoint_to_cpu(checkpoint_path, overrides)  # safety-checked
+    cfg = state["cfg"]
+    as_clear_roberta(cfg.model)
+    task = tasks.setup_task(cfg.task)
+    model = task.build_model(cfg.model, from_checkpoint=True)
     try:
-        # what fairseq's hub_utils.from_pretrained does, with the checkpoint given as a
-        # one-element list so that a ':' in its path is not an ensemble separator
-        models, cfg, task = checkpoint_utils.load_model_ensemble_and_task([checkpoint_path], arg_overrides=overrides)
+        model.load_state_dict(state["model"], strict=True, model_cfg=cfg.model)
     except DictionarySizeError as e:
         raise HubLoadError(f"{dict_path}: {e}") from None
-    hub = ClearHubInterface(cfg, task, models[0], sentencepiece_model)
+    except RuntimeError as e:
+        raise HubLoadError(f"{checkpoint_path}: its weights do not fit the model its config describes: {e}") from None
+    hub = ClearHubInterface(cfg, task, model, tokenizer)
     hub.eval()  # inference is what the hub is for; hub.train() turns dropout back on
     return hub

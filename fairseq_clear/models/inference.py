@@ -21,69 +21,22 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 import torch
 
+from .. import vocabulary
+from ..vocabulary import DictionaryEncoder
 from .pooling import HEAD_CHOICES, POOLING_CHOICES, check_pooling  # noqa: F401  (re-exported)
 
 logger = logging.getLogger(__name__)
 
 
 
-class SentencepieceTokenizer:
-    """Sentences → ``<s> pieces </s>`` dictionary ids, truncated to ``max_positions``.
-
-    Args:
-        sentencepiece_model: path of the ``.model`` file that produced dict.txt.
-        dictionary: the task's fairseq ``Dictionary``.
-    """
+class SentencepieceTokenizer(DictionaryEncoder):
+    """:class:`~fairseq_clear.vocabulary.DictionaryEncoder` over a sentencepiece ``.model`` file."""
 
     def __init__(self, sentencepiece_model: str, dictionary):
-        import sentencepiece as spm
-
         if not os.path.isfile(sentencepiece_model):
             raise FileNotFoundError(f"sentencepiece model '{sentencepiece_model}' does not exist")
-        self.path = sentencepiece_model
-        self.sp = spm.SentencePieceProcessor(model_file=sentencepiece_model)
-        self.dictionary = dictionary
-        self.bos, self.eos = dictionary.bos(), dictionary.eos()
-        # piece -> dictionary id; unknown pieces map to <unk>, as encode_line does
-        self.lookup = np.array(
-            [dictionary.index(self.sp.id_to_piece(i)) for i in range(self.sp.get_piece_size())],
-            dtype=np.int64,
-        )
-        self.lookup[self.sp.unk_id()] = dictionary.unk()
-        self.num_truncated = 0
-
-    def missing_share(self) -> float:
-        """Share of the sentencepiece model's pieces that dict.txt lacks (they would become <unk>)."""
-        normal = [i for i in range(self.sp.get_piece_size())
-                  if not (self.sp.is_control(i) or self.sp.is_unknown(i))]
-        unk = self.dictionary.unk()
-        return sum(1 for i in normal if self.lookup[i] == unk) / max(len(normal), 1)
-
-    def encode(self, sentences: Sequence[str], max_positions: Optional[int] = None) -> List[torch.Tensor]:
-        """One LongTensor per sentence; ``self.num_truncated`` counts the sentences cut short
-        (by the last call of any thread: :meth:`encode_counted` returns the count itself)."""
-        out, self.num_truncated = self.encode_counted(sentences, max_positions)
-        return out
-
-    def encode_counted(self, sentences: Sequence[str], max_positions: Optional[int] = None):
-        """(one LongTensor per sentence, how many were truncated to ``max_positions``)."""
-        body_limit = None if max_positions is None else max_positions - 2
-        try:
-            ids = self.sp.encode(list(sentences)) if len(sentences) else []
-        except TypeError:
-            # a lone surrogate (text decoded with errors="surrogateescape") cannot be
-            # encoded as UTF-8, and sentencepiece then rejects the whole list
-            ids = self.sp.encode([s.encode("utf-8", "replace").decode("utf-8") for s in sentences])
-        out, truncated = [], 0
-        for pieces in ids:
-            if body_limit is not None and len(pieces) > body_limit:
-                pieces = pieces[:body_limit]
-                truncated += 1
-            tokens = np.empty(len(pieces) + 2, dtype=np.int64)
-            tokens[0], tokens[-1] = self.bos, self.eos
-            tokens[1:-1] = self.lookup[np.asarray(pieces, dtype=np.int64)]
-            out.append(torch.from_numpy(tokens))
-        return out, truncated
+        super().__init__(vocabulary.SentencepieceTokenizer(sentencepiece_model), dictionary)
+        self.sp = self.tokenizer.sp
 
 
 def check_sentences(sentences, what: str = "sentences") -> List[str]:

@@ -16,6 +16,7 @@ from typing import Dict, List, Optional
 
 import numpy as np
 
+from ..vocabulary import APPENDED_SYMBOLS, FAIRSEQ_SPECIALS
 from .common import PrepareError, atomic_write, ordered_parallel_map, progress, tmp_name
 from .documents import BREAK, DocumentMerger, render
 from .text import read_blocks, split_block_lines
@@ -24,8 +25,8 @@ logger = logging.getLogger(__name__)
 
 MODEL_TYPES = ("unigram", "bpe")
 LONG_SENTENCE_MODES = ("split", "truncate")
-EXTRA_SYMBOLS = ("<mask>", "[DEL]")
-FAIRSEQ_SPECIALS = ("<s>", "<pad>", "</s>", "<unk>")
+EXTRA_SYMBOLS = APPENDED_SYMBOLS
+FAIRSEQ_SPECIALS = FAIRSEQ_SPECIALS[:4]
 WORD_START = "\u2581"
 #: Lines longer than this are encoded in pieces cut at spaces. sentencepiece never
 #: joins pieces across a space, so the result is the same, without building a lattice
@@ -119,18 +120,48 @@ def train_sentencepiece(sent_path: str, model_path: str, vocab_size: int, model_
 _WORKER: Dict = {}
 
 
-def _init_worker(model_path: str, max_body: int, long_mode: str, unk_token: str):
-    import sentencepiece as spm
+def tokenizer_vocabulary(source: str, dict_path: Optional[str] = None):
+    """(encode text -> ids, symbol written for each id, word-start mask, ids written as <unk>).
 
-    sp = spm.SentencePieceProcessor(model_file=model_path)
-    n = sp.get_piece_size()
-    pieces = [sp.id_to_piece(i) for i in range(n)]
-    # written as fairseq's "<unk>", which fairseq-preprocess maps to its unk index
-    pieces[sp.unk_id()] = "<unk>"
-    is_start = np.array([p.startswith(WORD_START) for p in pieces], dtype=bool)
-    is_start[sp.unk_id()] = True
+    ``source``: a sentencepiece model (clear-prepare's own), or a directory with a
+    model's tokenizer and dict.txt (``--tokenizer-from``); there, ids whose symbol
+    dict.txt lacks are written as ``<unk>`` and counted, and one extra id stands for
+    ``--unk-token`` markers (a byte-level BPE has no unknown token of its own).
+    """
+    if not os.path.isdir(source):
+        import sentencepiece as spm
+
+        sp = spm.SentencePieceProcessor(model_file=source)
+        pieces = [sp.id_to_piece(i) for i in range(sp.get_piece_size())]
+        # written as fairseq's "<unk>", which fairseq-preprocess maps to its unk index
+        pieces[sp.unk_id()] = "<unk>"
+        is_start = np.array([p.startswith(WORD_START) for p in pieces], dtype=bool)
+        is_start[sp.unk_id()] = True
+        return sp.encode, pieces, is_start, [sp.unk_id()]
+    from fairseq.data import Dictionary
+
+    from .. import vocabulary
+
+    tok = vocabulary.detect(source)
+    dictionary = Dictionary.load(dict_path or os.path.join(source, "dict.txt"))
+    specials = tok.special_symbols()
+    unknown = set(tok.unknown_ids())
+    pieces = []
+    for i, symbol in enumerate(tok.symbols()):
+        symbol = specials.get(i, symbol)
+        known = i not in unknown and dictionary.index(symbol) != dictionary.unk()
+        pieces.append(symbol if known else "<unk>")
+    is_start = np.array([tok.is_word_start(s) for s in tok.symbols()] + [True], dtype=bool)
+    pieces.append("<unk>")
+    return (lambda text: tok.encode_ids([text])[0]), pieces, is_start, \
+        [i for i, p in enumerate(pieces) if p == "<unk>"]
+
+
+def _init_worker(source: str, max_body: int, long_mode: str, unk_token: str):
+    encode, pieces, is_start, unk_ids = tokenizer_vocabulary(source)
     _WORKER.clear()
-    _WORKER.update(sp=sp, pieces=pieces, is_start=is_start, unk=sp.unk_id(), n=n,
+    _WORKER.update(encode=encode, pieces=pieces, is_start=is_start, unk=unk_ids[-1],
+                   unk_ids=np.asarray(unk_ids, dtype=np.int64), n=len(pieces),
                    max_body=max_body, long_mode=long_mode, unk_token=unk_token)
 
 
@@ -154,7 +185,7 @@ def encode_text(text: str, stats: Dict, limit: Optional[int] = None) -> List[int
 
     With ``limit``, encoding stops once ``limit`` ids are known (truncation)."""
     w = _WORKER
-    sp, unk_token = w["sp"], w["unk_token"]
+    encode, unk_token = w["encode"], w["unk_token"]
     parts = text.split(unk_token) if unk_token and unk_token in text else [text]
     ids: List[int] = []
     for k, part in enumerate(parts):
@@ -163,13 +194,13 @@ def encode_text(text: str, stats: Dict, limit: Optional[int] = None) -> List[int
             stats["unk_markers"] += 1
         if len(part) <= ENCODE_SEGMENT_CHARS:
             if part.strip():
-                ids.extend(sp.encode(part))
+                ids.extend(encode(part))
         else:
             for seg, inside in _segments(part):
                 if inside:
                     stats["very_long_words_cut"] += 1
                 if seg.strip():
-                    ids.extend(sp.encode(seg))
+                    ids.extend(encode(seg))
                 if limit is not None and len(ids) > limit:
                     break
         if limit is not None and len(ids) > limit:
@@ -234,7 +265,7 @@ def encode_block(block: bytes):
         events.append(out)
     if all_ids:
         counts = np.bincount(np.concatenate(all_ids), minlength=w["n"])
-        stats["unk"] = int(counts[w["unk"]])
+        stats["unk"] = int(counts[w["unk_ids"]].sum())
     else:
         counts = np.zeros(w["n"], dtype=np.int64)
     return render(events), counts, stats
@@ -266,10 +297,7 @@ def encode_file(sent_path: str, out_path: str, model_path: str, max_body: int, l
             merger.add(rendered)
         merger.finish()
     if counts is None:
-        import sentencepiece as spm
-
-        counts = np.zeros(spm.SentencePieceProcessor(model_file=model_path).get_piece_size(),
-                          dtype=np.int64)
+        counts = np.zeros(len(tokenizer_vocabulary(model_path)[1]), dtype=np.int64)
     for k in ("sentences_in", "sentences", "tokens", "unk", "unk_markers", "long_sentences_split",
               "extra_lines_from_splitting", "long_sentences_truncated", "tokens_truncated",
               "empty_after_encoding", "very_long_words_cut"):

@@ -3,14 +3,15 @@
 Reads the labelled sets that supervised contrastive training uses and writes
 the data directory of ``--task contrastive_pairs``::
 
-    OUT/dict.txt, OUT/sentencepiece.model     copied from --data (the pre-training data)
+    OUT/dict.txt, OUT/<tokenizer files>       copied from --data (the pre-training data or an
+                                              imported model), with clear_tokenizer.json
     OUT/sent0/{dict.txt, train.bin, train.idx[, valid.*, test.*]}
     OUT/sent1/...
     OUT/hard_neg/...                          when the rows have hard negatives
     OUT/raw/{split}.{column}                  the raw sentences, one per line
     OUT/pairs.json                            what was read, kept and skipped, by reason
 
-Every column is encoded with the pre-training data's sentencepiece model and
+Every column is encoded with --data's tokenizer (sentencepiece, GPT-2 BPE or WordPiece) and
 binarized by the real ``fairseq-preprocess --only-source --srcdict dict.txt``,
 so the pairs share the model's dictionary.
 
@@ -52,6 +53,8 @@ import sys
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Tuple
 
+from .. import vocabulary
+from . import encode as encode_mod
 from .common import PrepareError
 
 logger = logging.getLogger(__name__)
@@ -362,12 +365,12 @@ def fairseq_preprocess() -> List[str]:
     return [found] if found else [sys.executable, "-m", "fairseq_cli.preprocess"]
 
 
-def encode(sp, sentences: List[str], chunk: int = 10000) -> List[str]:
-    """Sentencepiece pieces of each sentence, space-separated (fairseq-preprocess input)."""
-    out = []
-    for i in range(0, len(sentences), chunk):
-        out.extend(" ".join(pieces) for pieces in sp.encode(sentences[i : i + chunk], out_type=str))
-    return out
+def encode(vocab, sentences: List[str]) -> List[str]:
+    """dict.txt symbols of each sentence, space-separated (fairseq-preprocess input).
+
+    ``vocab``: :func:`fairseq_clear.preprocessing.encode.tokenizer_vocabulary`'s result."""
+    encode_ids, pieces = vocab[0], vocab[1]
+    return [" ".join(pieces[i] for i in encode_ids(s)) for s in sentences]
 
 
 def binarize(dict_path: str, prefixes: Dict[str, str], destdir: str, workers: int):
@@ -405,11 +408,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--test", nargs="+", default=[], help="test file(s)")
     p.add_argument("--format", choices=FORMATS, default="auto", help="input format")
     p.add_argument(
-        "--data", required=True,
-        help="pre-training data directory whose sentencepiece.model and dict.txt the "
-        "pairs are encoded with (the model's dictionary)",
+        "--data", "--tokenizer-from", dest="data", required=True,
+        help="the directory whose tokenizer and dict.txt the pairs are encoded with: the "
+        "pre-training data-bin, or a model directory (clear-import-hf's output, fairseq's "
+        "roberta.base with encoder.json + vocab.bpe)",
     )
-    p.add_argument("--sentencepiece-model", default="", help="default: DATA/sentencepiece.model")
+    p.add_argument("--sentencepiece-model", default="",
+                   help="a sentencepiece model to use instead of DATA's tokenizer")
     p.add_argument("--dict", default="", help="default: DATA/dict.txt")
     p.add_argument("--out", required=True, help="output data directory")
     p.add_argument(
@@ -430,14 +435,28 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def prepare(args) -> Dict:
-    import sentencepiece as spm
+def _tokenizer(args):
+    """The tokenizer the pairs are encoded with: --sentencepiece-model, else --data's."""
+    if args.sentencepiece_model:
+        if not os.path.isfile(args.sentencepiece_model):
+            raise PrepareError(f"--sentencepiece-model: '{args.sentencepiece_model}' does not exist")
+        return vocabulary.SentencepieceTokenizer(args.sentencepiece_model)
+    try:
+        tok = vocabulary.detect(args.data) if os.path.isdir(args.data) else None
+    except vocabulary.TokenizerError as e:
+        raise PrepareError(f"--data: {e}") from None
+    if tok is None:
+        raise PrepareError(
+            f"--data: '{args.data}' holds no tokenizer ({vocabulary.RECORD}, sentencepiece.model, "
+            "encoder.json + vocab.bpe, or vocab.txt); is it a data-bin or a model directory?")
+    return tok
 
-    spm_path = args.sentencepiece_model or os.path.join(args.data, "sentencepiece.model")
+
+def prepare(args) -> Dict:
     dict_path = args.dict or os.path.join(args.data, "dict.txt")
-    for path, option in ((spm_path, "--sentencepiece-model"), (dict_path, "--dict")):
-        if not os.path.isfile(path):
-            raise PrepareError(f"{option}: '{path}' does not exist (is --data a binarized data directory?)")
+    if not os.path.isfile(dict_path):
+        raise PrepareError(f"--dict: '{dict_path}' does not exist (is --data a binarized data directory?)")
+    tokenizer = _tokenizer(args)
     for path in args.train + args.valid + args.test:
         if not os.path.isfile(path):
             raise PrepareError(f"input '{path}' does not exist")
@@ -473,16 +492,17 @@ def prepare(args) -> Dict:
     os.makedirs(args.out, exist_ok=True)
     raw_dir = os.path.join(args.out, "raw")
     os.makedirs(raw_dir, exist_ok=True)
-    sp = spm.SentencePieceProcessor(model_file=spm_path)
+    vocab = encode_mod.tokenizer_vocabulary(
+        args.sentencepiece_model or args.data, dict_path)
     prefixes = {c: {} for c in columns}
     for split, triples in assembled.items():
-        encoded = [encode(sp, [row[k] for row in triples]) for k in range(len(columns))]
+        encoded = [encode(vocab, [row[k] for row in triples]) for k in range(len(columns))]
         # a row whose sentence normalises to nothing (e.g. only zero-width characters)
         # would become an empty line and shift the columns against each other
         keep = [all(col[i] for col in encoded) for i in range(len(triples))]
         dropped = keep.count(False)
         if dropped:
-            report[split]["skipped"]["empty after sentencepiece normalisation"] = dropped
+            report[split]["skipped"]["empty after tokenisation"] = dropped
             report[split]["pairs_written"] -= dropped
             triples = assembled[split] = [t for t, k in zip(triples, keep) if k]
         if not triples:
@@ -504,14 +524,20 @@ def prepare(args) -> Dict:
                     f"{dest}/{split}: fairseq-preprocess wrote {n} lines for {len(triples)} rows"
                 )
     shutil.copyfile(dict_path, os.path.join(args.out, "dict.txt"))
-    shutil.copyfile(spm_path, os.path.join(args.out, "sentencepiece.model"))
+    copied = {}
+    for role, path in tokenizer.files.items():
+        name = "sentencepiece.model" if tokenizer.kind == "sentencepiece" else os.path.basename(path)
+        shutil.copyfile(path, os.path.join(args.out, name))
+        copied[role] = name
+    rec = dict(tokenizer.record(), files=copied)
+    vocabulary.write_record(args.out, vocabulary.from_record(args.out, rec), os.path.join(args.out, "dict.txt"))
     summary = {
         "format": args.format,
         "columns": columns,
         "hard_negatives": hard,
         "sts_threshold": args.sts_threshold,
         "sick_score_threshold": args.sick_score_threshold,
-        "sentencepiece_model": os.path.abspath(spm_path),
+        "tokenizer": tokenizer.describe(),
         "dict": os.path.abspath(dict_path),
         "splits": report,
     }

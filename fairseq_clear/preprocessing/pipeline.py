@@ -5,9 +5,11 @@ Steps (each skipped when its done-marker matches, see :class:`common.StepMarkers
 1. ``punkt``       sentence splitter: nltk's pretrained Punkt, or one trained on the corpus
 2. ``sentences-*`` raw files → one sentence per line, blank line between documents
 3. ``carve``       valid/test documents taken out of the training sentences (if not given)
-4. ``spm``         sentencepiece trained on a sample of the training sentences
+4. ``spm``         sentencepiece trained on a sample of the training sentences, or
+   ``tokenizer``   with ``--tokenizer-from DIR``: the model's tokenizer and dict.txt, copied
 5. ``encode-*``    sentences → pieces, in parallel worker processes (streaming)
 6. ``dict``        dict.txt from the sentencepiece vocabulary and training frequencies
+                   (with ``--tokenizer-from``: the model's dict.txt, unchanged)
 7. ``binarize``    fairseq-preprocess --only-source --srcdict → OUT_DIR/data-bin, checked
 
 Intermediate files live in OUT_DIR/work; the summary in OUT_DIR/summary.json.
@@ -23,6 +25,7 @@ import sys
 import time
 from typing import Dict, List, Optional, Sequence
 
+from .. import vocabulary
 from . import binarize as binarize_mod
 from . import encode as encode_mod
 from . import text as text_mod
@@ -63,6 +66,7 @@ DEFAULTS = dict(
     model_type="unigram",
     spm_sample_size=1_000_000,
     character_coverage=0.9999,
+    tokenizer_from=None,
     tokens_per_sample=512,
     long_sentences="split",
     workers=None,
@@ -140,6 +144,11 @@ def add_args(parser: argparse.ArgumentParser):
     g.add_argument("--character-coverage", type=float, default=DEFAULTS["character_coverage"],
                    help="sentencepiece character coverage; rarer characters become <unk> "
                    "(default: %(default)s)")
+    g.add_argument("--tokenizer-from", metavar="DIR", default=DEFAULTS["tokenizer_from"],
+                   help="encode with the tokenizer and dict.txt of a model directory (one written "
+                   "by clear-import-hf, fairseq's roberta.base with encoder.json + vocab.bpe, or a "
+                   "clear-prepare data-bin) instead of training sentencepiece, so the data fits "
+                   "that model's embeddings; the options above are then not used (default: none)")
     g.add_argument("--tokens-per-sample", type=int, default=DEFAULTS["tokens_per_sample"],
                    help="as in fairseq-train: sentences with more than this minus 2 pieces "
                    "(room for <s> and </s>) are split or truncated, see --long-sentences "
@@ -163,7 +172,18 @@ def add_args(parser: argparse.ArgumentParser):
     return parser
 
 
+SENTENCEPIECE_OPTIONS = ("vocab_size", "model_type", "spm_sample_size", "character_coverage")
+
+
 def _validate(opts: Dict):
+    if opts["tokenizer_from"] is not None:
+        clash = [k for k in SENTENCEPIECE_OPTIONS if opts[k] != DEFAULTS[k]]
+        if clash:
+            raise PrepareError(
+                f"--tokenizer-from uses the model's tokenizer; "
+                f"{', '.join('--' + k.replace('_', '-') for k in clash)} (training a new "
+                "sentencepiece vocabulary) cannot be combined with it")
+        check_tokenizer_dir(opts["tokenizer_from"])
     if opts["vocab_size"] < 8:
         raise PrepareError(f"--vocab-size must be >= 8, got {opts['vocab_size']}")
     if opts["tokens_per_sample"] < 3:
@@ -334,17 +354,25 @@ class Pipeline:
             self.warnings.append("no valid split (--valid-size 0 and no --valid): train with "
                                  "--disable-validation")
 
-        # 4. sentencepiece
-        model_path = self.path("sentencepiece.model")
-        spm_fp = fingerprint("spm", split_source["train"][1], o["vocab_size"], o["model_type"],
-                             o["spm_sample_size"], o["seed"], o["character_coverage"], o["unk_token"])
-        spm_stats = self.run_step(
-            "spm", spm_fp,
-            lambda: encode_mod.train_sentencepiece(
-                split_source["train"][0], model_path, o["vocab_size"], o["model_type"],
-                o["spm_sample_size"], o["seed"], o["character_coverage"], o["unk_token"],
-                self.workers, self.work),
-            [model_path])
+        # 4. sentencepiece, or the model's tokenizer
+        if o["tokenizer_from"] is not None:
+            model_path = self.path("tokenizer")
+            spm_fp = fingerprint("tokenizer", tokenizer_identity(o["tokenizer_from"]))
+            spm_stats = self.run_step("tokenizer", spm_fp,
+                                      lambda: copy_tokenizer(o["tokenizer_from"], model_path),
+                                      [model_path])
+        else:
+            model_path = self.path("sentencepiece.model")
+            spm_fp = fingerprint("spm", split_source["train"][1], o["vocab_size"], o["model_type"],
+                                 o["spm_sample_size"], o["seed"], o["character_coverage"],
+                                 o["unk_token"])
+            spm_stats = self.run_step(
+                "spm", spm_fp,
+                lambda: encode_mod.train_sentencepiece(
+                    split_source["train"][0], model_path, o["vocab_size"], o["model_type"],
+                    o["spm_sample_size"], o["seed"], o["character_coverage"], o["unk_token"],
+                    self.workers, self.work),
+                [model_path])
 
         # 5. encode
         max_body = o["tokens_per_sample"] - 2
@@ -371,7 +399,7 @@ class Pipeline:
         # 7. binarize
         bin_fp = fingerprint("binarize", dict_fp, [enc_fp[s] for s in splits])
         bin_outputs = [os.path.join(self.data_bin, n) for n in
-                       ["dict.txt", "sentencepiece.model"] + [f"{s}.{e}" for s in splits for e in ("bin", "idx")]]
+                       ["dict.txt", vocabulary.RECORD] + [f"{s}.{e}" for s in splits for e in ("bin", "idx")]]
         bin_stats = self.run_step(
             "binarize", bin_fp,
             lambda: self._binarize(dict_path, model_path, enc_path, enc_stats, splits),
@@ -428,6 +456,12 @@ class Pipeline:
     def _dict(self, model_path, counts_path, dict_path):
         import numpy as np
 
+        if os.path.isdir(model_path):
+            shutil.copyfile(os.path.join(model_path, "dict.txt"), dict_path)
+            with open(dict_path, encoding="utf-8") as f:
+                entries = sum(1 for line in f if line.strip())
+            return {"dict_entries": entries, "fairseq_dictionary_size": entries + 4,
+                    "from": os.path.join(self.opts["tokenizer_from"], "dict.txt")}
         return encode_mod.write_dict(model_path, np.load(counts_path), dict_path)
 
     def _binarize(self, dict_path, model_path, enc_path, enc_stats, splits):
@@ -439,7 +473,8 @@ class Pipeline:
         binarize_mod.run_fairseq_preprocess(
             dict_path, {s: enc_path[s] for s in splits}, tmp, self.workers, expected,
             self.opts["progress"], log_path)
-        shutil.copyfile(model_path, os.path.join(tmp, "sentencepiece.model"))
+        tokenizer = write_tokenizer(model_path, tmp)
+        vocabulary.write_record(tmp, tokenizer, os.path.join(tmp, "dict.txt"))
         with open(dict_path, encoding="utf-8") as a, open(os.path.join(tmp, "dict.txt"), encoding="utf-8") as b:
             if a.read() != b.read():
                 raise PrepareError(f"fairseq-preprocess rewrote dict.txt differently from '{dict_path}'")
@@ -535,6 +570,59 @@ class Pipeline:
         }
 
 
+def check_tokenizer_dir(directory: str) -> None:
+    """--tokenizer-from: a directory with dict.txt and a tokenizer that vocabulary.detect finds."""
+    if not os.path.isdir(directory):
+        raise PrepareError(f"--tokenizer-from: '{directory}' is not a directory")
+    if not os.path.isfile(os.path.join(directory, "dict.txt")):
+        raise PrepareError(f"--tokenizer-from: '{directory}' has no dict.txt (the model's dictionary)")
+    try:
+        tok = vocabulary.detect(directory)
+    except vocabulary.TokenizerError as e:
+        raise PrepareError(f"--tokenizer-from: {e}") from None
+    if tok is None:
+        raise PrepareError(
+            f"--tokenizer-from: '{directory}' holds no tokenizer: expected {vocabulary.RECORD}, "
+            "sentencepiece.model, encoder.json + vocab.bpe (GPT-2 BPE) or vocab.txt (WordPiece)")
+
+
+def tokenizer_identity(directory: str) -> Dict:
+    """The tokenizer kind and the SHA-256 of its files and dict.txt (the step's fingerprint)."""
+    return vocabulary.detect(directory).record(os.path.join(directory, "dict.txt"))
+
+
+def copy_tokenizer(source: str, dest: str) -> Dict:
+    """Copy the tokenizer files, dict.txt and a record of ``source`` into the directory ``dest``."""
+    tok = vocabulary.detect(source)
+    tmp = dest + f".tmp-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    os.makedirs(tmp)
+    for path in list(tok.files.values()) + [os.path.join(source, "dict.txt")]:
+        shutil.copyfile(path, os.path.join(tmp, os.path.basename(path)))
+    for name in ("tokenizer_config.json", "special_tokens_map.json"):
+        if os.path.isfile(os.path.join(source, name)):
+            shutil.copyfile(os.path.join(source, name), os.path.join(tmp, name))
+    copied = vocabulary.from_record(tmp, tok.record())
+    vocabulary.write_record(tmp, copied, os.path.join(tmp, "dict.txt"))
+    if os.path.exists(dest):
+        shutil.rmtree(dest)
+    os.replace(tmp, dest)
+    return {"tokenizer": tok.kind, "from": os.path.abspath(source),
+            "files": sorted(os.path.basename(p) for p in tok.files.values())}
+
+
+def write_tokenizer(model_path: str, dest: str):
+    """Put the tokenizer files beside the binarized data; returns the tokenizer there."""
+    if os.path.isdir(model_path):
+        rec = vocabulary.read_record(model_path)
+        for name in list(rec["files"].values()) + [n for n in ("tokenizer_config.json", "special_tokens_map.json")
+                                                   if os.path.isfile(os.path.join(model_path, n))]:
+            shutil.copyfile(os.path.join(model_path, name), os.path.join(dest, name))
+        return vocabulary.from_record(dest, rec)
+    shutil.copyfile(model_path, os.path.join(dest, "sentencepiece.model"))
+    return vocabulary.SentencepieceTokenizer(os.path.join(dest, "sentencepiece.model"))
+
+
 def prepare(inputs: Sequence[str], out_dir: str, **options) -> Dict:
     """Run the pipeline (options as the CLI's, with underscores); returns the summary dict."""
     return Pipeline(inputs, out_dir, **options).run()
@@ -556,10 +644,15 @@ def format_summary(s: Dict) -> str:
             lines.append(f"lines {kind}: none")
     sp = s["sentencepiece"]
     lines.append(f"sentence splitter: {s['sentence_splitter']['model']}")
-    lines.append(f"sentencepiece: {sp['model_type']}, {sp['vocab_size']:,} pieces "
-                 f"(asked {sp['vocab_size_requested']:,}), trained on {sp['sample_sentences']:,} sentences")
-    lines.append(f"dictionary: {s['dictionary']['fairseq_dictionary_size']:,} symbols "
-                 f"(fairseq id = sentencepiece id + 1)")
+    if "tokenizer" in sp:
+        lines.append(f"tokenizer: {sp['tokenizer']} from {sp['from']} (--tokenizer-from)")
+        lines.append(f"dictionary: {s['dictionary']['fairseq_dictionary_size']:,} symbols "
+                     f"(the model's dict.txt)")
+    else:
+        lines.append(f"sentencepiece: {sp['model_type']}, {sp['vocab_size']:,} pieces "
+                     f"(asked {sp['vocab_size_requested']:,}), trained on {sp['sample_sentences']:,} sentences")
+        lines.append(f"dictionary: {s['dictionary']['fairseq_dictionary_size']:,} symbols "
+                     f"(fairseq id = sentencepiece id + 1)")
     ran = [n for n, st in s["steps"].items() if st["status"] == "ran"]
     skipped = [n for n, st in s["steps"].items() if st["status"] != "ran"]
     lines.append(f"steps run: {', '.join(ran) or 'none'}; skipped (done earlier): "

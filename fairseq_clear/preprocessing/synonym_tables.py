@@ -26,6 +26,7 @@ import os
 import sys
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
+from ..vocabulary import APPENDED_SYMBOLS
 from .common import PrepareError, atomic_write, check_output_dir
 
 logger = logging.getLogger(__name__)
@@ -181,8 +182,8 @@ def load_task_dictionary(data_dir: str):
     if not os.path.isfile(path):
         raise PrepareError(f"--data: '{data_dir}' has no dict.txt (run clear-prepare)")
     d = Dictionary.load(path)
-    d.add_symbol("<mask>")
-    d.add_symbol("[DEL]")
+    for symbol in APPENDED_SYMBOLS:
+        d.add_symbol(symbol)
     return d
 
 

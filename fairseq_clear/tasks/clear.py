@@ -33,8 +33,7 @@ from ..evaluation.sts_validation import HELP as STS_VALIDATION_HELP, StsValidati
 
 logger = logging.getLogger(__name__)
 
-DEL_SYMBOL = "[DEL]"
-MASK_SYMBOL = "<mask>"
+from ..vocabulary import DEL_SYMBOL  # noqa: E402  (re-exported: tasks.clear.DEL_SYMBOL)
 
 
 BATCH_COMPOSITIONS = ("auto", "length", "random")
@@ -232,7 +231,9 @@ def load_dictionary(data: str) -> Dictionary:
             f"data directory '{paths[0]}' has no dict.txt: binarize it with "
             "fairseq-preprocess --only-source (see preprocess/prepare.sh)"
         )
-    return Dictionary.load(path)
+    dictionary = Dictionary.load(path)
+    dictionary.path = path  # named in size-mismatch errors
+    return dictionary
 
 
 @register_task("clear", dataclass=ClearConfig)
@@ -244,13 +245,23 @@ class ClearTask(StsValidationMixin, MaskedLMTask):
     def __init__(self, cfg: ClearConfig, dictionary=None):
         self.augmentation_names = validate_config(cfg)
         super().__init__(cfg, dictionary)  # adds <mask>
-        self.del_idx = self.dictionary.add_symbol(DEL_SYMBOL)
+        # [DEL] only where a deletion writes it: a stock or imported encoder then needs no new row
+        self.del_idx = self.dictionary.add_symbol(DEL_SYMBOL) if self.uses_del_symbol() else None
         self._augment = None
         self.init_sts_validation(cfg)  # --sts-validation (StsValidationMixin)
 
     @property
     def is_contrastive(self):
         return not self.cfg.mlm_only
+
+    def uses_del_symbol(self) -> bool:
+        """Whether an augmentation writes [DEL] (del-word, del-span)."""
+        if self.cfg.mlm_only:
+            return False
+        names = set(self.augmentation_names)
+        if self.cfg.augmentation_mix:
+            names |= {n for c, _ in aug.parse_mixture(self.cfg.augmentation_mix) for n in aug.parse_augmentations(c)}
+        return bool(names & set(aug.DELETIONS))
 
     def batch_sizes_for_order(self, sizes):
         """``sizes`` when batches are composed by length, else None (random batches)."""
@@ -280,10 +291,27 @@ class ClearTask(StsValidationMixin, MaskedLMTask):
         return load_dictionary(cfg.data)
 
     # ---- augmentation -----------------------------------------------------------
-    def sentencepiece_model_path(self) -> str:
+    def data_tokenizer(self, option: str = "subs"):
+        """The tokenizer that made the data: --sentencepiece-model, else the data directory's own
+        (clear_tokenizer.json, sentencepiece.model, encoder.json + vocab.bpe, or vocab.txt)."""
+        from .. import vocabulary
+
         if self.cfg.sentencepiece_model:
-            return self.cfg.sentencepiece_model
-        return os.path.join(data_paths(self.cfg.data)[0], "sentencepiece.model")
+            if not os.path.isfile(self.cfg.sentencepiece_model):
+                raise ClearConfigError(f"--sentencepiece-model: '{self.cfg.sentencepiece_model}' does not exist")
+            return vocabulary.SentencepieceTokenizer(self.cfg.sentencepiece_model)
+        data_dir = data_paths(self.cfg.data)[0]
+        try:
+            tokenizer = vocabulary.detect(data_dir)
+        except vocabulary.TokenizerError as e:
+            raise ClearConfigError(f"{option}: {e}") from None
+        if tokenizer is None:
+            raise ClearConfigError(
+                f"{option} needs the tokenizer that made '{data_dir}', which holds none of "
+                f"{vocabulary.RECORD}, sentencepiece.model, encoder.json + vocab.bpe, vocab.txt; "
+                "pass --sentencepiece-model or prepare the data with clear-prepare"
+            )
+        return tokenizer
 
     def build_augmentation(self) -> aug.Augmentation:
         """AUG(·, seed) of the paper, built once (the synonym index takes a few seconds)."""
@@ -292,9 +320,7 @@ class ClearTask(StsValidationMixin, MaskedLMTask):
             if aug.SUBS in self.augmentation_names:
                 from ..synonyms import load_synonym_index
 
-                index = load_synonym_index(
-                    self.cfg.synonym_table, self.dictionary, self.sentencepiece_model_path()
-                )
+                index = load_synonym_index(self.cfg.synonym_table, self.dictionary, self.data_tokenizer())
                 self.synonym_index = index
             params = augmentation_params(self.cfg)
             if self.cfg.augmentation_mix:

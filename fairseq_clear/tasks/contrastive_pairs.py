@@ -114,6 +114,9 @@ class ContrastivePairsTask(ClearTask):
             return True  # load_dataset fails, naming the directory, if the column is missing
         return os.path.isdir(_column_dir(cfg, cfg.hard_negative_column))
 
+    def uses_del_symbol(self) -> bool:
+        return False  # no augmentation writes [DEL] here
+
     def paper_mode(self, model_args=None) -> str:
         """CLSR over a frozen encoder (--freeze-encoder), SimCSE-supervised otherwise."""
         return "clsr" if model_args is not None and getattr(model_args, "freeze_encoder", False) else "simcse"
@@ -134,6 +137,7 @@ class ContrastivePairsTask(ClearTask):
                 "build it with clear-prepare-pairs"
             )
         dictionary = Dictionary.load(path)
+        dictionary.path = path
         for column in (cfg.positive_column, cfg.hard_negative_column):
             other = os.path.join(root, column, "dict.txt")
             if os.path.isfile(other) and Dictionary.load(other).symbols != dictionary.symbols:

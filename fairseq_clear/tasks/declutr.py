@@ -121,6 +121,9 @@ class DeclutrTask(ClearTask):
                 "the model's 512 positions)", cfg.max_span_length, cfg.tokens_per_sample, longest,
             )
 
+    def uses_del_symbol(self) -> bool:
+        return False  # no augmentation writes [DEL] here
+
     def paper_mode(self, model_args=None) -> str:
         return "declutr"
 

@@ -1,0 +1,32 @@
+"""``clear-import-hf MODEL_DIR OUT_DIR``: a Hugging Face BERT / RoBERTa / XLM-R directory → fairseq RoBERTa.
+
+The conversion lives in :mod:`fairseq_clear.export.from_hf`; this is its console script.
+"""
+
+import os
+
+from ..export.from_hf import ImportHfError, get_parser, import_hf
+from ..export.output_dir import OutputDirError
+from .hub_args import fail, setup_logging
+
+
+def main(argv=None):
+    setup_logging()
+    args = get_parser().parse_args(argv)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # every file is local
+    from ..vocabulary import TokenizerError
+
+    try:
+        summary = import_hf(args.model_dir, args.out_dir, overwrite=args.overwrite, tolerance=args.tolerance)
+    except (ImportHfError, OutputDirError, TokenizerError) as e:
+        fail(e)
+    checked = ("not verified (transformers is not installed)" if summary["max_difference"] is None
+               else f"last hidden states within {summary['max_difference']:.1e} of transformers'")
+    print(f"imported {summary['model_type']} ({summary['tokenizer']} tokenizer, {summary['rows']} dictionary "
+          f"rows, LM head: {'yes' if summary['lm_head'] else 'fresh'}) to {args.out_dir}; {checked}")
+    with open(os.path.join(args.out_dir, "fairseq_args.txt"), encoding="utf-8") as f:
+        print("fairseq-train options for this encoder: " + f.read().strip())
+
+
+if __name__ == "__main__":
+    main()

