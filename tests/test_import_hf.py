@@ -272,3 +272,81 @@ def test_minilm_matches_sentence_transformers(tmp_path):
     ours = hub.embed(sentences, normalize=True)
     theirs = SentenceTransformer(str(model_dir), device="cpu").encode(sentences, normalize_embeddings=True)
     assert np.abs(ours - theirs).max() < 1e-4
+
+
+@pytest.fixture(scope="module")
+def fairseq_roberta(tmp_path_factory):
+    """A miniature fairseq roberta.base as shipped (model.pt, dict.txt, encoder.json, vocab.bpe):
+    byte-level BPE files in GPT-2's format, dict.txt of encoder ids by frequency, and a stock
+    ``--task masked_lm --arch roberta_base`` checkpoint trained for a few updates (no plugin)."""
+    import random
+
+    from tokenizers import ByteLevelBPETokenizer
+
+    root = tmp_path_factory.mktemp("fairseq_roberta")
+    model = root / "roberta.base"
+    model.mkdir()
+    bpe = ByteLevelBPETokenizer()
+    bpe.train_from_iterator(varied_sentences(400, seed=1) * 3, vocab_size=500, min_frequency=1,
+                            special_tokens=["<|endoftext|>"])
+    bpe.save_model(str(root))
+    shutil.copyfile(root / "vocab.json", model / "encoder.json")
+    shutil.copyfile(root / "merges.txt", model / "vocab.bpe")
+    ids = sorted(json.loads((model / "encoder.json").read_text()).values())
+    random.Random(0).shuffle(ids)  # fairseq orders dict.txt by frequency, not by id
+    (model / "dict.txt").write_text("".join(f"{i} {1000 - k}\n" for k, i in enumerate(ids)))
+    data = _prepare(root, model, "stock-data")
+    save = root / "stock"
+    run_cli([bin_path("fairseq-train"), data, "--task", "masked_lm", "--criterion", "masked_lm",
+             "--arch", "roberta_base", "--encoder-layers", "2", "--encoder-embed-dim", "32",
+             "--encoder-ffn-embed-dim", "64", "--encoder-attention-heads", "2", "--max-positions", "64",
+             "--tokens-per-sample", "64", "--batch-size", "8", "--optimizer", "adam", "--lr", "1e-4",
+             "--max-update", "3", "--save-dir", save, "--cpu", "--num-workers", "0",
+             "--disable-validation", "--no-epoch-checkpoints"])
+    shutil.copyfile(save / "checkpoint_last.pt", model / "model.pt")
+    return {"model": model, "data": data}
+
+
+ROBERTA_BASE_MINI = ["--arch", "clear_roberta", "--encoder-layers", "2", "--encoder-embed-dim", "32",
+                     "--encoder-ffn-embed-dim", "64", "--encoder-attention-heads", "2", "--max-positions", "64"]
+
+
+def test_stock_fairseq_roberta_every_task_and_hub(fairseq_roberta, tmp_path):
+    """The issue's case: a stock fairseq RoBERTa (GPT-2 BPE) continues in clear (subs included, [DEL]
+    grown), declutr and SimCSE-unsup (no [DEL]); the hub embeds from the model directory as shipped."""
+    from fairseq_clear.models.hub_interface import from_pretrained
+
+    model, data = fairseq_roberta["model"], fairseq_roberta["data"]
+    (tmp_path / "fairseq_args.txt").write_text(" ".join(ROBERTA_BASE_MINI))
+    shutil.copyfile(model / "model.pt", tmp_path / "model.pt")
+    table = tmp_path / "syn.json"
+    table.write_text(json.dumps({"dog": ["hound"], "man": ["guy"], "big": ["large"], "play": ["compete"],
+                                 "happy": ["glad"], "cold": ["chilly"], "book": ["novel"]}))
+    clear = _train(data, tmp_path, tmp_path / "clear", "--task", "clear", "--augmentations",
+                   "subs,del-span", "--synonym-table", table, max_update=2)
+    assert _updates(clear) == [1, 2]
+    assert "the checkpoint has" in clear.stdout and "added [DEL]" in clear.stdout
+    resumed = _train(data, tmp_path, tmp_path / "clear", "--task", "clear", "--augmentations",
+                     "subs,del-span", "--synonym-table", table, max_update=3, restore=False)
+    assert _updates(resumed) == [3]
+    simcse = _train(data, tmp_path, tmp_path / "simcse", "--task", "clear", "--augmentations", "none",
+                    max_update=2)
+    assert _updates(simcse) == [1, 2] and "added [DEL]" not in simcse.stdout
+    declutr = _train(data, tmp_path, tmp_path / "declutr", "--task", "declutr", "--min-span-length", "4",
+                     "--max-span-length", "16", max_update=2)
+    assert _updates(declutr) == [1, 2]
+
+    hub = from_pretrained(str(model), "model.pt")  # bpe inferred: encoder.json + vocab.bpe
+    assert hub.tokenizer.tokenizer.kind == "gpt2"
+    from fairseq.data.encoders.gpt2_bpe_utils import get_encoder
+
+    ref = get_encoder(str(model / "encoder.json"), str(model / "vocab.bpe"))
+    d = hub.task.source_dictionary
+    for s in varied_sentences(50):
+        # fairseq's own path: gpt2 bpe -> ids as strings -> Dictionary.encode_line
+        want = [d.bos()] + [d.index(str(i)) for i in ref.encode(s)] + [d.eos()]
+        assert hub.tokenizer.encode([s])[0].tolist() == want, s
+    v = hub.embed(["A man is playing a guitar.", "café 🙂"])
+    assert v.shape == (2, 32) and np.isfinite(v).all()
+    trained = from_pretrained(str(tmp_path / "clear"), "checkpoint_last.pt", str(data))
+    assert trained.embed(["a dog"]).shape == (1, 32)
