@@ -17,8 +17,14 @@ def add_checkpoint_args(parser: argparse.ArgumentParser, required: bool = True):
     )
     group.add_argument(
         "--data", metavar="DIR",
-        help="the binarized data directory the model was trained on: its dict.txt (and "
-        "sentencepiece.model) define the vocabulary (default: the checkpoint's directory)",
+        help="the binarized data directory the model was trained on, or a model directory "
+        "(clear-import-hf's output, fairseq's roberta.base): its dict.txt and tokenizer files "
+        "define the vocabulary (default: the checkpoint's directory)",
+    )
+    group.add_argument(
+        "--bpe", choices=("sentencepiece", "gpt2", "bert"),
+        help="the tokenizer that produced dict.txt, as fairseq's --bpe (default: found in DATA: its "
+        "clear_tokenizer.json, sentencepiece.model, encoder.json + vocab.bpe, or vocab.txt)",
     )
     group.add_argument(
         "--sentencepiece-model", metavar="FILE",
@@ -60,6 +66,7 @@ def load_hub(args):
             os.path.dirname(path),
             os.path.basename(path),
             args.data or os.path.dirname(path),
+            bpe=getattr(args, "bpe", None),
             sentencepiece_model=args.sentencepiece_model,
         )
     except (HubLoadError, UnsafeCheckpointError, UnsupportedCheckpointError, CorruptCheckpointError) as e:

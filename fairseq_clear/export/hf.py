@@ -141,9 +141,16 @@ def _bpe_tokenizer(spm_path):
     )
 
 
-def convert_model(model):
-    """``XLMRobertaForMaskedLM`` with the weights of a ``ClearRobertaModel``'s encoder and LM head."""
-    from transformers import XLMRobertaConfig, XLMRobertaForMaskedLM
+#: the tokenizer kind of a model -> the Hugging Face architecture it is exported as
+LAYOUTS = {"sentencepiece": "xlm-roberta", "gpt2": "roberta", "bert": "bert"}
+
+
+def convert_model(model, layout: str = "xlm-roberta"):
+    """``XLMRobertaForMaskedLM`` (or ``RobertaForMaskedLM`` / ``BertForMaskedLM`` for ``layout``)
+    with the weights of a ``ClearRobertaModel``'s encoder and LM head; token ids are the rows
+    of the fairseq dictionary. BERT counts positions from 0 where fairseq starts at 2, and gets
+    zero token-type rows (fairseq has none; an import from BERT folded type 0 into positions)."""
+    import transformers
 
     args = model.args
     problems = []
@@ -163,7 +170,17 @@ def convert_model(model):
     enc = model.encoder.sentence_encoder
     sd = {k: v.detach().float().cpu() for k, v in model.state_dict().items()}
     vocab, dim = enc.embed_tokens.weight.shape
-    config = XLMRobertaConfig(
+    p = "encoder.sentence_encoder."
+    positions = sd[p + "embed_positions.weight"]
+    bert = layout == "bert"
+    if bert:
+        positions = positions[enc.padding_idx + 1:]
+    config_class, model_class, prefix = {
+        "xlm-roberta": ("XLMRobertaConfig", "XLMRobertaForMaskedLM", "roberta."),
+        "roberta": ("RobertaConfig", "RobertaForMaskedLM", "roberta."),
+        "bert": ("BertConfig", "BertForMaskedLM", "bert."),
+    }[layout]
+    config = getattr(transformers, config_class)(
         vocab_size=vocab,
         hidden_size=dim,
         num_hidden_layers=len(enc.layers),
@@ -172,20 +189,19 @@ def convert_model(model):
         hidden_act=HIDDEN_ACT[args.activation_fn],
         hidden_dropout_prob=args.dropout,
         attention_probs_dropout_prob=args.attention_dropout,
-        max_position_embeddings=enc.embed_positions.weight.size(0),
-        type_vocab_size=1,
+        max_position_embeddings=positions.size(0),
+        type_vocab_size=2 if bert else 1,
         layer_norm_eps=enc.layernorm_embedding.eps,
         pad_token_id=1, bos_token_id=0, eos_token_id=2,
         tie_word_embeddings=not getattr(args, "untie_weights_roberta", False),
     )
-    hf = XLMRobertaForMaskedLM(config)
-    p = "encoder.sentence_encoder."
+    hf = getattr(transformers, model_class)(config)
     new = {
-        "roberta.embeddings.word_embeddings.weight": sd[p + "embed_tokens.weight"],
-        "roberta.embeddings.position_embeddings.weight": sd[p + "embed_positions.weight"],
-        "roberta.embeddings.token_type_embeddings.weight": torch.zeros(1, dim),
-        "roberta.embeddings.LayerNorm.weight": sd[p + "layernorm_embedding.weight"],
-        "roberta.embeddings.LayerNorm.bias": sd[p + "layernorm_embedding.bias"],
+        prefix + "embeddings.word_embeddings.weight": sd[p + "embed_tokens.weight"],
+        prefix + "embeddings.position_embeddings.weight": positions,
+        prefix + "embeddings.token_type_embeddings.weight": torch.zeros(config.type_vocab_size, dim),
+        prefix + "embeddings.LayerNorm.weight": sd[p + "layernorm_embedding.weight"],
+        prefix + "embeddings.LayerNorm.bias": sd[p + "layernorm_embedding.bias"],
     }
     pairs = {
         "attention.self.query": "self_attn.q_proj", "attention.self.key": "self_attn.k_proj",
@@ -196,14 +212,18 @@ def convert_model(model):
     for i in range(len(enc.layers)):
         for hf_name, fs_name in pairs.items():
             for w in ("weight", "bias"):
-                new[f"roberta.encoder.layer.{i}.{hf_name}.{w}"] = sd[f"{p}layers.{i}.{fs_name}.{w}"]
+                new[f"{prefix}encoder.layer.{i}.{hf_name}.{w}"] = sd[f"{p}layers.{i}.{fs_name}.{w}"]
     lm = "encoder.lm_head."
+    head = ({"dense": "cls.predictions.transform.dense", "layer_norm": "cls.predictions.transform.LayerNorm",
+             "decoder": "cls.predictions.decoder", "bias": "cls.predictions.bias"} if bert else
+            {"dense": "lm_head.dense", "layer_norm": "lm_head.layer_norm", "decoder": "lm_head.decoder",
+             "bias": "lm_head.bias"})
     new.update({
-        "lm_head.dense.weight": sd[lm + "dense.weight"], "lm_head.dense.bias": sd[lm + "dense.bias"],
-        "lm_head.layer_norm.weight": sd[lm + "layer_norm.weight"],
-        "lm_head.layer_norm.bias": sd[lm + "layer_norm.bias"],
-        "lm_head.decoder.weight": sd[lm + "weight"], "lm_head.bias": sd[lm + "bias"],
-        "lm_head.decoder.bias": sd[lm + "bias"],
+        head["dense"] + ".weight": sd[lm + "dense.weight"], head["dense"] + ".bias": sd[lm + "dense.bias"],
+        head["layer_norm"] + ".weight": sd[lm + "layer_norm.weight"],
+        head["layer_norm"] + ".bias": sd[lm + "layer_norm.bias"],
+        head["decoder"] + ".weight": sd[lm + "weight"], head["bias"]: sd[lm + "bias"],
+        head["decoder"] + ".bias": sd[lm + "bias"],
     })
     expected = set(hf.state_dict())
     missing = expected - set(new)
@@ -211,6 +231,58 @@ def convert_model(model):
         raise ExportError(f"no source for {sorted(missing)[:5]} (transformers version mismatch?)")
     hf.load_state_dict({k: v for k, v in new.items() if k in expected}, strict=True)
     return hf.eval()
+
+
+def _row_tokens(tokenizer, dictionary, specials):
+    """The Hugging Face token of each dictionary row (row = id): fairseq's specials as ``specials``."""
+    from ..vocabulary import APPENDED_SYMBOLS
+
+    tokens = list(specials[:4])
+    for row in range(dictionary.nspecial, len(dictionary)):
+        symbol = dictionary[row]
+        if symbol == APPENDED_SYMBOLS[0]:
+            tokens.append(specials[4])
+        elif symbol in APPENDED_SYMBOLS or tokenizer.kind != "gpt2":
+            tokens.append(symbol)
+        else:
+            token = tokenizer.token(symbol)
+            # fairseq's madeupword fillers and other non-id symbols keep their text
+            tokens.append(token if token is not None else symbol)
+    return tokens
+
+
+def build_row_tokenizer(tokenizer, dictionary, max_positions: int, work_dir: str):
+    """A Hugging Face tokenizer whose ids are the dictionary's rows, for a GPT-2 BPE (RoBERTa)
+    or WordPiece (BERT) model: the vocabulary re-numbered as fairseq's dict.txt, as
+    transformers' own fairseq RoBERTa conversion does."""
+    if tokenizer.kind == "gpt2":
+        from transformers import RobertaTokenizerFast
+
+        tokens = _row_tokens(tokenizer, dictionary, ("<s>", "<pad>", "</s>", "<unk>", "<mask>"))
+        vocab = {}
+        for i, t in enumerate(tokens):
+            vocab.setdefault(t, i)
+        vocab_path, merges_path = os.path.join(work_dir, "vocab.json"), os.path.join(work_dir, "merges.txt")
+        with open(vocab_path, "w", encoding="utf-8") as f:
+            json.dump(vocab, f, ensure_ascii=False)
+        with open(tokenizer.files["vocab_bpe"], encoding="utf-8") as f, open(merges_path, "w", encoding="utf-8") as out:
+            out.write("#version: 0.2\n")
+            for line in f:
+                parts = line.rstrip("\n").split(" ")
+                # merges whose pieces the dictionary lacks cannot be used (fairseq maps them to <unk>)
+                if len(parts) == 2 and not line.startswith("#") and all(x in vocab for x in (*parts, "".join(parts))):
+                    out.write(line if line.endswith("\n") else line + "\n")
+        tok = RobertaTokenizerFast(vocab=vocab_path, merges=merges_path)
+    else:
+        from transformers import BertTokenizerFast
+
+        tokens = _row_tokens(tokenizer, dictionary, ("[CLS]", "[PAD]", "[SEP]", "[UNK]", "[MASK]"))
+        vocab_path = os.path.join(work_dir, "vocab.txt")
+        with open(vocab_path, "w", encoding="utf-8") as f:
+            f.writelines(t + "\n" for t in tokens)
+        tok = BertTokenizerFast(vocab=vocab_path, do_lower_case=tokenizer.lowercase)
+    tok.model_max_length = max_positions
+    return tok
 
 
 def _dense(linear: torch.nn.Linear, activation: str):
@@ -268,14 +340,21 @@ def _write_export(hub, out_dir, pooling, head, normalize, with_lm_head):
 
     model = hub.model
     pooling = pooling or model.args.sentence_pooling
-    check_vocabulary_layout(hub.tokenizer, hub.task.source_dictionary)
+    kind = hub.tokenizer.tokenizer.kind
+    if kind == "sentencepiece":
+        check_vocabulary_layout(hub.tokenizer, hub.task.source_dictionary)
     max_positions = model.max_positions()
     with tempfile.TemporaryDirectory() as tmp:
-        hf = convert_model(model)
+        hf = convert_model(model, LAYOUTS[kind])
         if not with_lm_head:
-            hf = hf.roberta  # the encoder alone (built without RoBERTa's unused pooler)
+            hf = getattr(hf, hf.base_model_prefix)  # the encoder alone (built without the unused pooler)
         hf.save_pretrained(tmp)
-        tokenizer = build_tokenizer(hub.tokenizer.path, max_positions)
+        vocab_dir = tempfile.mkdtemp(dir=tmp)
+        if kind == "sentencepiece":
+            tokenizer = build_tokenizer(hub.tokenizer.path, max_positions)
+        else:
+            tokenizer = build_row_tokenizer(hub.tokenizer.tokenizer, hub.task.source_dictionary, max_positions,
+                                            vocab_dir)
         tokenizer.save_pretrained(tmp)
         # no pooler: sentence vectors come from the Pooling module, as in the paper
         transformer = Transformer(tmp, max_seq_length=max_positions, model_kwargs={"add_pooling_layer": False})
@@ -285,6 +364,9 @@ def _write_export(hub, out_dir, pooling, head, normalize, with_lm_head):
             modules.append(Normalize())
         st = SentenceTransformer(modules=modules, device="cpu")
         st.save(out_dir)
+        # vocab.json + merges.txt / vocab.txt too: the files fairseq's bpe and clear-import-hf read
+        for name in os.listdir(vocab_dir):
+            shutil.copyfile(os.path.join(vocab_dir, name), os.path.join(out_dir, name))
     if not with_lm_head:
         # sentence-transformers does not save model_kwargs: without this, every load would
         # build (and warn about) RoBERTa's randomly initialised pooler
@@ -294,8 +376,9 @@ def _write_export(hub, out_dir, pooling, head, normalize, with_lm_head):
         config["model_args"] = {"add_pooling_layer": False}
         with open(config_path, "w", encoding="utf-8") as f:
             json.dump(config, f, indent=2)
-    # the sentencepiece model itself, for fairseq-side use and reproducibility
-    shutil.copyfile(hub.tokenizer.path, os.path.join(out_dir, "sentencepiece.bpe.model"))
+    if kind == "sentencepiece":
+        # the sentencepiece model itself, for fairseq-side use and reproducibility
+        shutil.copyfile(hub.tokenizer.path, os.path.join(out_dir, "sentencepiece.bpe.model"))
     with open(os.path.join(out_dir, "fairseq_clear_export.json"), "w", encoding="utf-8") as f:
         json.dump({"pooling": pooling, "head": head, "normalize": normalize,
                    "max_positions": max_positions, "arch": getattr(model.args, "arch", None)}, f, indent=2)
