@@ -366,3 +366,40 @@ def test_import_export_import_round_trip(imported, tmp_path, name):
     sentences = varied_sentences(80)
     assert [t.tolist() for t in a.tokenizer.encode(sentences)] == [t.tolist() for t in b.tokenizer.encode(sentences)]
     assert np.abs(a.embed(sentences, pooling="mean") - b.embed(sentences, pooling="mean")).max() < 1e-5
+
+
+RECIPES = {
+    # mode: (stand-in, extra fairseq-train options)
+    "clear": ("bert", ["--max-update", "2", "--batch-size", "8", "--tokens-per-sample", "64"]),
+    "declutr": ("roberta", ["--max-update", "2", "--num-anchors", "1", "--min-span-length", "4",
+                            "--max-span-length", "16", "--tokens-per-sample", "64"]),
+    "simcse-unsup": ("fairseq", ["--max-update", "2", "--batch-size", "8"]),
+    "simcse-sup": ("bert", ["--max-update", "2", "--batch-size", "8"]),
+    "clsr": ("roberta", ["--max-update", "2"]),
+}
+
+
+@pytest.mark.parametrize("mode", sorted(RECIPES))
+def test_recipe_from_pretrained(hf, fairseq_roberta, tmp_path, mode):
+    """examples/pretrained/run.sh: import (HF) or as shipped (fairseq), prepare with the model's
+    tokenizer, the mode's recipe continuing from the model; the result embeds through the hub."""
+    from fairseq_clear.models.hub_interface import from_pretrained
+
+    stand_in, extra = RECIPES[mode]
+    model = fairseq_roberta["model"] if stand_in == "fairseq" else hf[stand_in]
+    if mode in ("simcse-sup", "clsr"):
+        data = tmp_path / "pairs.csv"
+        data.write_text("sent0,sent1,hard_neg\n" + "".join(
+            f"a man plays {w},someone plays {w},nobody plays {w}\n" for w in ["guitar", "football", "music", "chess"] * 4))
+    else:
+        data = tmp_path / "corpus.txt"
+        data.write_text(CORPUS if mode != "simcse-unsup" else "\n".join(varied_sentences(80)[15:]) + "\n")
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    proc = run_cli(["bash", os.path.join(repo, "examples", "pretrained", "run.sh"), mode, model, data,
+                    tmp_path / "out", *extra, "--log-interval", "1"], cwd=repo, env={"CPU": "1", "EPOCHS": "1", "BATCH": "8"})
+    assert _updates(proc) == [1, 2], proc.stdout[-3000:]
+    assert ("imported" in proc.stdout) == (stand_in != "fairseq")
+    data_dir = tmp_path / "out" / ("pairs" if mode in ("simcse-sup", "clsr") else "data/data-bin")
+    hub = from_pretrained(str(tmp_path / "out" / "checkpoints"), "checkpoint_last.pt", str(data_dir))
+    v = hub.embed(["a man plays guitar", "café 🙂"])
+    assert v.shape[0] == 2 and np.isfinite(v).all()

@@ -245,9 +245,13 @@ def model_args(checkpoint: str) -> List[str]:
     if model is None and state.get("args") is not None:
         model = state["args"]
     get = (lambda k, d=None: model.get(k, d)) if hasattr(model, "get") else (lambda k, d=None: getattr(model, k, d))
+    from fairseq_clear.models.hub_interface import STOCK_ROBERTA_ARCHS
+
     arch = get("_name") or get("arch")
+    if arch in STOCK_ROBERTA_ARCHS:
+        arch = "clear_roberta"  # fairseq's own RoBERTa (roberta.base as shipped): same encoder
     if not arch or not str(arch).startswith("clear_roberta"):
-        raise GlueDataError(f"{checkpoint}: not a clear_roberta checkpoint (arch '{arch}')")
+        raise GlueDataError(f"{checkpoint}: not a clear_roberta or fairseq RoBERTa checkpoint (arch '{arch}')")
     max_positions = get("max_positions") or get("tokens_per_sample")
     if max_positions is None and hasattr(cfg, "get") and cfg.get("task") is not None:
         max_positions = cfg["task"].get("tokens_per_sample")
@@ -260,6 +264,8 @@ def model_args(checkpoint: str) -> List[str]:
         "--activation-fn", str(get("activation_fn", "gelu")),
         "--max-positions", str(max_positions),
     ]
+    if get("layernorm_eps") is not None:
+        flags += ["--layernorm-eps", str(get("layernorm_eps"))]  # BERT's 1e-12 (imported models)
     if get("encoder_normalize_before", False):
         flags.append("--encoder-normalize-before")
     if get("untie_weights_roberta", False):

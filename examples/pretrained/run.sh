@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# Every mode of the plugin from a public pre-trained encoder, as the papers start:
+# import (Hugging Face layout) -> data with the model's own tokenizer -> the mode's recipe.
+#
+#   examples/pretrained/run.sh MODE MODEL_DIR INPUT OUT [extra fairseq-train options]
+#
+# MODE       clear | declutr | simcse-unsup | simcse-sup | clsr
+# MODEL_DIR  a Hugging Face model directory (config.json + weights + tokenizer files:
+#            bert-base-uncased, roberta-base, distilroberta-base, xlm-roberta-base, an SBERT
+#            model such as all-MiniLM-L6-v2), imported with clear-import-hf; or a fairseq
+#            RoBERTa directory as fairseq ships it (model.pt, dict.txt, encoder.json, vocab.bpe)
+# INPUT      raw text for clear / declutr (documents separated by blank lines) and
+#            simcse-unsup (one sentence per line); labelled pairs for simcse-sup / clsr
+#            (any clear-prepare-pairs format: SimCSE's nli csv, SNLI/MNLI jsonl, STS-B tsv, ...)
+# OUT        work directory: OUT/model (the import), OUT/data (clear-prepare) or OUT/pairs
+#            (clear-prepare-pairs), OUT/checkpoints
+#
+# Each step is skipped when its output exists (clear-prepare resumes on its own).
+# Environment: CPU=1 (CPU-sized schedules of the recipes), SEED, and for clear
+# AUGMENTATIONS (default del-span,reorder: CLEAR's best GLUE pair, Table 1), MAX_UPDATE, LR.
+#
+# Downloads (online; the plugin never downloads):
+#   huggingface-cli download roberta-base --local-dir roberta-base
+#   huggingface-cli download bert-base-uncased --local-dir bert-base-uncased
+#   huggingface-cli download sentence-transformers/all-MiniLM-L6-v2 --local-dir all-MiniLM-L6-v2
+#   wget https://dl.fbaipublicfiles.com/fairseq/models/roberta.base.tar.gz && tar xzf roberta.base.tar.gz
+#   wget -P roberta.base https://dl.fbaipublicfiles.com/fairseq/gpt2_bpe/{encoder.json,vocab.bpe}
+set -euo pipefail
+if [[ $# -lt 4 ]]; then awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 1; fi
+MODE=$1; MODEL_DIR=$2; INPUT=$3; OUT=$4; shift 4
+HERE=$(cd "$(dirname "$0")/.." && pwd)
+case "$MODE" in clear|declutr|simcse-unsup|simcse-sup|clsr) ;; *)
+  echo "error: MODE must be clear, declutr, simcse-unsup, simcse-sup or clsr, got '$MODE'" >&2; exit 1 ;; esac
+[[ -d "$MODEL_DIR" ]] || { echo "error: model directory '$MODEL_DIR' does not exist" >&2; exit 1; }
+[[ -e "$INPUT" ]] || { echo "error: input '$INPUT' does not exist" >&2; exit 1; }
+mkdir -p "$OUT"
+
+# 1. the model: fairseq's layout as it is, Hugging Face's through clear-import-hf
+if [[ -f "$MODEL_DIR/model.pt" && -f "$MODEL_DIR/dict.txt" ]]; then
+  MODEL=$MODEL_DIR
+elif [[ -f "$MODEL_DIR/config.json" ]]; then
+  MODEL=$OUT/model
+  [[ -f "$MODEL/model.pt" ]] || clear-import-hf "$MODEL_DIR" "$MODEL"
+else
+  echo "error: '$MODEL_DIR' is neither a fairseq RoBERTa directory (model.pt + dict.txt) nor a Hugging Face one (config.json)" >&2
+  exit 1
+fi
+INIT=$MODEL/model.pt
+
+# 2. the data, encoded with the model's tokenizer and dict.txt
+case "$MODE" in
+  clear|declutr)
+    clear-prepare "$INPUT" "$OUT/data" --tokenizer-from "$MODEL" --no-progress
+    DATA=$OUT/data/data-bin ;;
+  simcse-unsup)
+    clear-prepare "$INPUT" "$OUT/data" --tokenizer-from "$MODEL" --input-format lines --documents lines --no-progress
+    DATA=$OUT/data/data-bin ;;
+  simcse-sup|clsr)
+    [[ -f "$OUT/pairs/pairs.json" ]] || clear-prepare-pairs --train "$INPUT" --valid "$INPUT" --data "$MODEL" --out "$OUT/pairs"
+    DATA=$OUT/pairs ;;
+esac
+
+# 3. the mode's recipe, continuing from the model
+export SAVE_DIR=$OUT/checkpoints
+case "$MODE" in
+  declutr)      "$HERE/declutr/train.sh" "$DATA" "$INIT" "$@" ;;
+  simcse-unsup) "$HERE/simcse/unsup.sh" "$DATA" "$INIT" "$@" ;;
+  simcse-sup)   "$HERE/simcse/sup.sh" "$DATA" "$INIT" "$@" ;;
+  clsr)         "$HERE/clsr/train.sh" "$DATA" "$INIT" "$@" ;;
+  clear)
+    # CLEAR (000 §4.1) continued from a pre-trained encoder: MLM on s + NT-Xent between two
+    # augmented views, [CLS], the 2-layer projection head, τ = 0.1 (the task's paper defaults)
+    read -r -a MODEL_ARGS <<< "$(python -m fairseq_clear.evaluation.glue model-args "$INIT")"
+    USER_DIR=$(clear-user-dir 2>/dev/null || echo fairseq_clear)
+    if [[ "${CPU:-0}" == "1" ]]; then
+      MAX_UPDATE=${MAX_UPDATE:-300}; SETTINGS=(--batch-size 32 --cpu --num-workers 0 --log-interval 10)
+    else
+      MAX_UPDATE=${MAX_UPDATE:-20000}; SETTINGS=(--batch-size 256 --num-workers 4 --log-interval 100)
+    fi
+    mkdir -p "$SAVE_DIR"
+    fairseq-train "$DATA" --user-dir "$USER_DIR" --task clear --criterion clear \
+      --augmentations "${AUGMENTATIONS:-del-span,reorder}" \
+      --finetune-from-model "$INIT" "${MODEL_ARGS[@]}" \
+      --optimizer adam --adam-betas '(0.9,0.98)' --adam-eps 1e-6 --weight-decay 0.01 --clip-norm 0.0 \
+      --lr "${LR:-1e-5}" --lr-scheduler polynomial_decay --warmup-updates $(( MAX_UPDATE / 10 )) \
+      --total-num-update "$MAX_UPDATE" --max-update "$MAX_UPDATE" \
+      --seed "${SEED:-1}" --save-dir "$SAVE_DIR" --no-epoch-checkpoints --log-format json \
+      "${SETTINGS[@]}" "$@" 2>&1 | tee "$SAVE_DIR/train.log" ;;
+esac
+echo "checkpoint: $SAVE_DIR/checkpoint_last.pt (hub: from_pretrained('$SAVE_DIR', 'checkpoint_last.pt', '$DATA'))"
