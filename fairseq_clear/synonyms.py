@@ -10,7 +10,7 @@ lookup on id tuples with no text decoding.
 import json
 import logging
 import os
-from typing import Dict, Iterable, List, Optional, Tuple
+from typing import Dict, Iterable, List, Tuple
 
 import numpy as np
 

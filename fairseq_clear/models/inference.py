@@ -16,7 +16,7 @@ pieces themselves. That gives exactly the ids of fairseq's
 import contextlib
 import logging
 import os
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Sequence
 
 import numpy as np
 import torch
