@@ -23,6 +23,7 @@ apart even when their dictionaries have the same size.
 import hashlib
 import json
 import os
+import shutil
 from typing import Dict, List, Optional, Sequence
 
 import numpy as np
@@ -297,6 +298,23 @@ class WordpieceTokenizer(Tokenizer):
 
     def fairseq_bpe(self):
         return {"bpe": "bert", "bpe_vocab_file": self.files["vocab"], "bpe_cased": not self.lowercase}
+
+
+def copy_to(tokenizer: Tokenizer, directory: str, dictionary_path: Optional[str] = None) -> Tokenizer:
+    """Copy ``tokenizer``'s files into ``directory`` (a sentencepiece model as
+    ``sentencepiece.model``), write its record there; returns the tokenizer on the copies."""
+    names = {}
+    for role, path in tokenizer.files.items():
+        name = "sentencepiece.model" if role == "model" else os.path.basename(path)
+        target = os.path.join(directory, name)
+        if os.path.abspath(path) != os.path.abspath(target):
+            tmp = target + f".tmp{os.getpid()}"
+            shutil.copyfile(path, tmp)
+            os.replace(tmp, target)
+        names[role] = name
+    copied = from_record(directory, dict(tokenizer.record(), files=names))
+    write_record(directory, copied, dictionary_path)
+    return copied
 
 
 def _load_fast(tokenizer_json: str, vocab: Dict[str, int], vocab_file: str):

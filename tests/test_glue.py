@@ -158,3 +158,26 @@ def test_finetune_refuses_missing_inputs(tmp_path):
     assert proc.returncode != 0 and "none.pt' does not exist" in proc.stdout
     proc = run_cli(["bash", PREPARE, tmp_path, tmp_path, tmp_path / "o", "RTE"], check=False)
     assert proc.returncode != 0 and "no dict.txt" in proc.stdout
+
+
+def test_glue_prepare_and_finetune_from_imported_bert(tmp_path):
+    """GLUE with a pre-trained model's own tokenizer: prepare.sh encodes with the imported BERT's
+    WordPiece and dict.txt, fine-tuning starts from its model.pt (sentence_prediction, STS-B)."""
+    pytest.importorskip("transformers")
+    from hf_standins import make_bert
+
+    from fairseq_clear.export.from_hf import import_hf
+
+    model = tmp_path / "bert-imported"
+    import_hf(str(make_bert(tmp_path / "bert")), str(model))
+    root = write_glue(tmp_path / "glue", rows_per_split=48)
+    out = tmp_path / "glue-bin"
+    run_cli(["bash", PREPARE, root, model, out, "STS-B"])
+    task_dir = out / "STS-B-bin"
+    assert json.loads((task_dir / "clear_tokenizer.json").read_text())["kind"] == "bert"
+    assert (task_dir / "input0" / "dict.txt").read_text() == (model / "dict.txt").read_text()
+    symbols = (out / "STS-B-bin" / "input0" / "dict.txt").read_text().split()[::2]
+    assert any(s.startswith("##") for s in symbols)  # WordPiece, not sentencepiece
+    save = tmp_path / "ft"
+    log = finetune("STS-B", model / "model.pt", task_dir, save, env={"MAX_EPOCH": "1"}).stdout
+    assert "Loaded checkpoint" in log and "STS-B dev pearson_and_spearman" in log

@@ -7,7 +7,8 @@
 #   examples/glue/prepare.sh GLUE_DIR PRETRAIN_DATA OUT_DIR TASK [TASK ...]
 #
 #   GLUE_DIR       glue_data/ (one folder per task: RTE/train.tsv, dev.tsv, test.tsv, ...)
-#   PRETRAIN_DATA  the binarized pre-training data: dict.txt and sentencepiece.model
+#   PRETRAIN_DATA  the binarized pre-training data (dict.txt and its tokenizer), or a model
+#                  directory: clear-import-hf's output, fairseq's roberta.base (GPT-2 BPE)
 #   OUT_DIR        writes OUT_DIR/TASK-bin/{input0,input1,label}/ (+ sentencepiece.model)
 #   TASK           RTE MRPC STS-B CoLA SST-2 QNLI QQP MNLI WNLI, or ALL
 #
@@ -30,9 +31,10 @@ PYTHON=${PYTHON:-python}
 WORKERS=${WORKERS:-1}
 
 DICT="$PRETRAIN_DATA/dict.txt"
-SPM="${SENTENCEPIECE_MODEL:-$PRETRAIN_DATA/sentencepiece.model}"
+# the tokenizer: SENTENCEPIECE_MODEL, else the one PRETRAIN_DATA holds (fairseq_clear.vocabulary.detect)
+SPM="${SENTENCEPIECE_MODEL:-$PRETRAIN_DATA}"
 [[ -f "$DICT" ]] || { echo "error: no dict.txt in PRETRAIN_DATA '$PRETRAIN_DATA'" >&2; exit 1; }
-[[ -f "$SPM" ]] || { echo "error: no sentencepiece model '$SPM' (set SENTENCEPIECE_MODEL)" >&2; exit 1; }
+[[ -e "$SPM" ]] || { echo "error: no sentencepiece model '$SPM' (set SENTENCEPIECE_MODEL)" >&2; exit 1; }
 
 for TASK in "${TASKS[@]}"; do
   [[ -d "$GLUE_DIR/$TASK" ]] || { echo "error: no folder '$GLUE_DIR/$TASK'" >&2; exit 1; }
@@ -40,7 +42,7 @@ for TASK in "${TASKS[@]}"; do
   DEST="$OUT_DIR/$TASK-bin"
   RAW="$OUT_DIR/$TASK-raw"
   rm -rf "$DEST" "$RAW"
-  # header and column handling, sentencepiece encoding: fairseq_clear/evaluation/glue.py
+  # header and column handling, tokenisation: fairseq_clear/evaluation/glue.py
   "$PYTHON" -m fairseq_clear.evaluation.glue split "$GLUE_DIR" "$TASK" "$SPM" "$RAW"
 
   DEV_SPLITS=dev; TEST_SPLITS=test
@@ -68,7 +70,7 @@ for TASK in "${TASKS[@]}"; do
     cp "$RAW/dev.label" "$DEST/label/valid.label"
   fi
   # the hub finds the tokenizer next to the data (ClearRobertaModel.from_pretrained)
-  cp "$SPM" "$DEST/sentencepiece.model"
+  "$PYTHON" -m fairseq_clear.evaluation.glue copy-tokenizer "$SPM" "$DEST"
   rm -rf "$RAW"
   echo "wrote $DEST"
 done

@@ -139,16 +139,20 @@ def read_tsv(path: str, header: bool, num_fields: Optional[int], needed: int):
     return rows
 
 
-def split_task(glue_dir: str, task: str, sentencepiece_model: str, out_dir: str) -> Dict[str, int]:
-    """Write OUT/SPLIT.input{0,1} (sentencepiece pieces) and OUT/SPLIT.label for each split.
+def split_task(glue_dir: str, task: str, tokenizer_source: str, out_dir: str) -> Dict[str, int]:
+    """Write OUT/SPLIT.input{0,1} (dict.txt symbols) and OUT/SPLIT.label for each split.
 
+    ``tokenizer_source``: a sentencepiece model, or a data or model directory whose
+    tokenizer (sentencepiece, GPT-2 BPE, WordPiece) and dict.txt encode the text.
     Splits are train, the task's dev split(s) and test (if present); returns
     the number of examples per split.
     """
-    import sentencepiece as spm
+    from fairseq_clear.preprocessing.encode import tokenizer_vocabulary
 
     spec = get_task(task)
-    sp = spm.SentencePieceProcessor(model_file=sentencepiece_model)
+    if not os.path.exists(tokenizer_source):
+        raise GlueDataError(f"tokenizer '{tokenizer_source}' does not exist")
+    encode_ids, symbols = tokenizer_vocabulary(tokenizer_source)[:2]
     os.makedirs(out_dir, exist_ok=True)
     counts = {}
     test_splits = [d.replace("dev", "test") for d in spec.dev_splits]  # MNLI: test_matched, ...
@@ -165,11 +169,9 @@ def split_task(glue_dir: str, task: str, sentencepiece_model: str, out_dir: str)
         # CoLA's test.tsv has a header although its train/dev do not
         rows = read_tsv(path, spec.header or is_test, None if is_test else spec.num_fields, needed)
         for i, col in enumerate(columns):
-            texts = [r[col] for r in rows]
-            pieces = sp.encode(texts, out_type=str)
             with open(os.path.join(out_dir, f"{split}.input{i}"), "w", encoding="utf-8") as f:
-                for p in pieces:
-                    f.write(" ".join(p) + "\n")
+                for r in rows:
+                    f.write(" ".join(symbols[t] for t in encode_ids(r[col])) + "\n")
         if label_col is not None:
             with open(os.path.join(out_dir, f"{split}.label"), "w", encoding="utf-8") as f:
                 for r in rows:
@@ -307,11 +309,15 @@ def summarize(log_path: str, task: str, subset: str = "valid") -> dict:
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m fairseq_clear.evaluation.glue", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("split", help="GLUE tsv -> sentencepiece-encoded input0/input1/label text files")
+    p = sub.add_parser("split", help="GLUE tsv -> tokenized input0/input1/label text files")
     p.add_argument("glue_dir", help="GLUE data directory (glue_data/ with one folder per task)")
     p.add_argument("task", choices=list(TASKS), help="GLUE task")
-    p.add_argument("sentencepiece_model", help="the pre-training data's sentencepiece.model")
+    p.add_argument("tokenizer", help="the pre-training data's sentencepiece.model, or a data or model "
+                   "directory holding dict.txt and its tokenizer (clear-import-hf's output, roberta.base)")
     p.add_argument("out_dir", help="directory for SPLIT.input0, SPLIT.input1, SPLIT.label")
+    p = sub.add_parser("copy-tokenizer", help="copy a data or model directory's tokenizer files and record")
+    p.add_argument("source", help="the directory (or a sentencepiece model)")
+    p.add_argument("dest", help="the binarized GLUE task directory")
     p = sub.add_parser("settings", help="README.glue.md settings as shell variables")
     p.add_argument("task", choices=list(TASKS), help="GLUE task")
     p.add_argument("data_bin", help="the task's binarized data (prepare.sh output)")
@@ -327,8 +333,16 @@ def main(argv=None):
     args = parser.parse_args(argv)
     try:
         if args.command == "split":
-            counts = split_task(args.glue_dir, args.task, args.sentencepiece_model, args.out_dir)
+            counts = split_task(args.glue_dir, args.task, args.tokenizer, args.out_dir)
             print(" ".join(f"{k}={v}" for k, v in counts.items()))
+        elif args.command == "copy-tokenizer":
+            from fairseq_clear import vocabulary
+
+            tok = (vocabulary.SentencepieceTokenizer(args.source) if os.path.isfile(args.source)
+                   else vocabulary.detect(args.source))
+            if tok is None:
+                raise GlueDataError(f"no tokenizer in '{args.source}'")
+            vocabulary.copy_to(tok, args.dest)
         elif args.command == "settings":
             for k, v in settings(args.task, args.data_bin, args.cpu, args.batch_size, args.max_epoch).items():
                 print(f"{k}='{v}'")

@@ -524,13 +524,7 @@ def prepare(args) -> Dict:
                     f"{dest}/{split}: fairseq-preprocess wrote {n} lines for {len(triples)} rows"
                 )
     shutil.copyfile(dict_path, os.path.join(args.out, "dict.txt"))
-    copied = {}
-    for role, path in tokenizer.files.items():
-        name = "sentencepiece.model" if tokenizer.kind == "sentencepiece" else os.path.basename(path)
-        shutil.copyfile(path, os.path.join(args.out, name))
-        copied[role] = name
-    rec = dict(tokenizer.record(), files=copied)
-    vocabulary.write_record(args.out, vocabulary.from_record(args.out, rec), os.path.join(args.out, "dict.txt"))
+    vocabulary.copy_to(tokenizer, args.out, os.path.join(args.out, "dict.txt"))
     summary = {
         "format": args.format,
         "columns": columns,
