@@ -172,4 +172,12 @@ def test_cli_reports_errors_naming_the_option(tiny_data, tmp_path):
     assert proc.returncode == 2 and "no training pairs" in proc.stdout
     proc = run_cli([bin_path("clear-prepare-pairs"), "--train", bad, "--data", tmp_path,
                     "--out", tmp_path / "o"], check=False)
+    assert proc.returncode == 2 and "--dict" in proc.stdout and "dict.txt" in proc.stdout
+    # dict.txt but no tokenizer beside it: --data named, with what was looked for
+    (tmp_path / "dict.txt").write_text("a 1\n")
+    proc = run_cli([bin_path("clear-prepare-pairs"), "--train", bad, "--data", tmp_path,
+                    "--out", tmp_path / "o"], check=False)
+    assert proc.returncode == 2 and "--data" in proc.stdout and "holds no tokenizer" in proc.stdout
+    proc = run_cli([bin_path("clear-prepare-pairs"), "--train", bad, "--data", tmp_path,
+                    "--sentencepiece-model", tmp_path / "none.model", "--out", tmp_path / "o"], check=False)
     assert proc.returncode == 2 and "--sentencepiece-model" in proc.stdout
