@@ -427,3 +427,26 @@ def test_eval_sts_on_imported_minilm_equals_sentence_transformers(tmp_path):
     for task in ("STS-B", "SICK-R"):
         assert abs(ours[task] - theirs[task]) < 0.1, (task, ours, theirs)
     assert 80 < ours["STS-B"] < 84
+
+
+def test_same_size_dictionary_of_another_tokenizer_is_refused_by_fairseq_train(imported, tmp_path):
+    """Two tokenizers whose dictionaries have the same size: sizes cannot tell them apart, the
+    clear_tokenizer.json records can; fairseq-train refuses at start-up naming both directories."""
+    from fairseq_clear import vocabulary
+
+    model = imported["roberta"][0]
+    data = _prepare(tmp_path, model)
+    other = tmp_path / "other-model"
+    shutil.copytree(model, other)
+    lines = (other / "vocab.bpe").read_text(encoding="utf-8").splitlines(True)
+    lines[1], lines[2] = lines[2], lines[1]  # another BPE: same vocabulary size, other merges
+    (other / "vocab.bpe").write_text("".join(lines), encoding="utf-8")
+    vocabulary.write_record(str(other), vocabulary.detect(str(other)), str(other / "dict.txt"))
+    for flag in ("--restore-file", "--finetune-from-model"):
+        proc = run_cli([bin_path("fairseq-train"), data, "--user-dir", "fairseq_clear", "--task", "clear",
+                        "--criterion", "clear", *open(other / "fairseq_args.txt").read().split(),
+                        flag, other / "model.pt", "--max-update", "1", "--cpu",
+                        "--save-dir", tmp_path / f"ck{flag}", "--batch-size", "4"], check=False)
+        assert proc.returncode != 0
+        assert "was made by tokenizer gpt2" in proc.stdout and str(other) in proc.stdout, proc.stdout[-2000:]
+        assert "num_updates" not in proc.stdout

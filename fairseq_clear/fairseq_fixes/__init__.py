@@ -14,6 +14,7 @@ FIXES = (
     "atomic_checkpoint_copy",
     "save_dir_lock",
     "finished_run",
+    "restore_tokenizer_check",
     "nan_detector",
     "cpu_torchrun",
     "cpu_ddp",
