@@ -20,6 +20,7 @@ so that a data directory and a model made with different tokenizers are told
 apart even when their dictionaries have the same size.
 """
 
+import abc
 import hashlib
 import json
 import os
@@ -61,7 +62,7 @@ def _safe_text(sentences: Sequence[str]) -> List[str]:
     return [s.encode("utf-8", "replace").decode("utf-8") for s in sentences]
 
 
-class Tokenizer:
+class Tokenizer(abc.ABC):
     """Text -> ids in the tokenizer's own vocabulary, and those ids' dictionary symbols."""
 
     kind = ""
@@ -69,12 +70,13 @@ class Tokenizer:
     #: whether a sentence's first word has other symbols than the same word inside it
     initial_words_differ = False
 
+    @abc.abstractmethod
     def encode_ids(self, sentences: Sequence[str]) -> List[List[int]]:
-        raise NotImplementedError
+        """The tokenizer's ids of each sentence (no special tokens added)."""
 
+    @abc.abstractmethod
     def symbols(self) -> List[str]:
         """The dictionary symbol of each of the tokenizer's ids (position = id)."""
-        raise NotImplementedError
 
     def unknown_ids(self) -> List[int]:
         return []
@@ -83,8 +85,9 @@ class Tokenizer:
         """The tokenizer's ids of special tokens -> fairseq's symbol for them ([CLS] -> <s>, ...)."""
         return {}
 
+    @abc.abstractmethod
     def is_word_start(self, symbol: str) -> bool:
-        raise NotImplementedError
+        """Whether the dictionary symbol begins a word (``subs`` replaces whole words)."""
 
     def word_symbols(self, word: str, initial: bool = False) -> List[str]:
         """``word`` as dictionary symbols, as it reads inside a sentence (or at its start)."""
@@ -95,9 +98,9 @@ class Tokenizer:
         table = self.symbols()
         return [[table[i] for i in ids] for ids in self.encode_ids(sentences)]
 
+    @abc.abstractmethod
     def fairseq_bpe(self) -> dict:
         """fairseq's --bpe options for this tokenizer (the hub's encode()/decode() use them)."""
-        raise NotImplementedError
 
     def record(self, dictionary_path: Optional[str] = None) -> dict:
         rec = {"kind": self.kind, "files": {role: os.path.basename(p) for role, p in self.files.items()},
@@ -400,6 +403,27 @@ def detect(directory: str) -> Optional[Tokenizer]:
         tj = f("tokenizer.json") if os.path.isfile(f("tokenizer.json")) else None
         return WordpieceTokenizer(f("vocab.txt"), _bert_lowercase(directory), tj)
     return None
+
+
+LOOKED_FOR = f"{RECORD}, sentencepiece.model, encoder.json + vocab.bpe (GPT-2 BPE) or vocab.txt (WordPiece)"
+
+
+def find(directory: str, option: str, sentencepiece_model: Optional[str] = None) -> Tokenizer:
+    """The tokenizer for ``option``: ``sentencepiece_model`` when given, else the one in
+    ``directory``; a :class:`TokenizerError` naming ``option`` and the path otherwise."""
+    if sentencepiece_model:
+        if not os.path.isfile(sentencepiece_model):
+            raise TokenizerError(f"--sentencepiece-model: '{sentencepiece_model}' does not exist")
+        return SentencepieceTokenizer(sentencepiece_model)
+    if not os.path.isdir(directory):
+        raise TokenizerError(f"{option}: '{directory}' is not a directory")
+    try:
+        tokenizer = detect(directory)
+    except TokenizerError as e:
+        raise TokenizerError(f"{option}: {e}") from None
+    if tokenizer is None:
+        raise TokenizerError(f"{option}: '{directory}' holds no tokenizer: looked for {LOOKED_FOR}")
+    return tokenizer
 
 
 def from_bpe_options(bpe: str, directory: str, **files) -> Tokenizer:

@@ -437,19 +437,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _tokenizer(args):
     """The tokenizer the pairs are encoded with: --sentencepiece-model, else --data's."""
-    if args.sentencepiece_model:
-        if not os.path.isfile(args.sentencepiece_model):
-            raise PrepareError(f"--sentencepiece-model: '{args.sentencepiece_model}' does not exist")
-        return vocabulary.SentencepieceTokenizer(args.sentencepiece_model)
     try:
-        tok = vocabulary.detect(args.data) if os.path.isdir(args.data) else None
+        return vocabulary.find(args.data, "--data", args.sentencepiece_model)
     except vocabulary.TokenizerError as e:
-        raise PrepareError(f"--data: {e}") from None
-    if tok is None:
-        raise PrepareError(
-            f"--data: '{args.data}' holds no tokenizer ({vocabulary.RECORD}, sentencepiece.model, "
-            "encoder.json + vocab.bpe, or vocab.txt); is it a data-bin or a model directory?")
-    return tok
+        raise PrepareError(str(e)) from None
 
 
 def prepare(args) -> Dict:

@@ -572,18 +572,12 @@ class Pipeline:
 
 def check_tokenizer_dir(directory: str) -> None:
     """--tokenizer-from: a directory with dict.txt and a tokenizer that vocabulary.detect finds."""
-    if not os.path.isdir(directory):
-        raise PrepareError(f"--tokenizer-from: '{directory}' is not a directory")
+    try:
+        vocabulary.find(directory, "--tokenizer-from")
+    except vocabulary.TokenizerError as e:
+        raise PrepareError(str(e)) from None
     if not os.path.isfile(os.path.join(directory, "dict.txt")):
         raise PrepareError(f"--tokenizer-from: '{directory}' has no dict.txt (the model's dictionary)")
-    try:
-        tok = vocabulary.detect(directory)
-    except vocabulary.TokenizerError as e:
-        raise PrepareError(f"--tokenizer-from: {e}") from None
-    if tok is None:
-        raise PrepareError(
-            f"--tokenizer-from: '{directory}' holds no tokenizer: expected {vocabulary.RECORD}, "
-            "sentencepiece.model, encoder.json + vocab.bpe (GPT-2 BPE) or vocab.txt (WordPiece)")
 
 
 def tokenizer_identity(directory: str) -> Dict:

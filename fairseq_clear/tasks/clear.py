@@ -296,22 +296,12 @@ class ClearTask(StsValidationMixin, MaskedLMTask):
         (clear_tokenizer.json, sentencepiece.model, encoder.json + vocab.bpe, or vocab.txt)."""
         from .. import vocabulary
 
-        if self.cfg.sentencepiece_model:
-            if not os.path.isfile(self.cfg.sentencepiece_model):
-                raise ClearConfigError(f"--sentencepiece-model: '{self.cfg.sentencepiece_model}' does not exist")
-            return vocabulary.SentencepieceTokenizer(self.cfg.sentencepiece_model)
-        data_dir = data_paths(self.cfg.data)[0]
         try:
-            tokenizer = vocabulary.detect(data_dir)
+            return vocabulary.find(data_paths(self.cfg.data)[0], option, self.cfg.sentencepiece_model)
         except vocabulary.TokenizerError as e:
-            raise ClearConfigError(f"{option}: {e}") from None
-        if tokenizer is None:
             raise ClearConfigError(
-                f"{option} needs the tokenizer that made '{data_dir}', which holds none of "
-                f"{vocabulary.RECORD}, sentencepiece.model, encoder.json + vocab.bpe, vocab.txt; "
-                "pass --sentencepiece-model or prepare the data with clear-prepare"
-            )
-        return tokenizer
+                f"{e} (it needs the tokenizer that made the data: pass --sentencepiece-model or "
+                "prepare the data with clear-prepare)") from None
 
     def build_augmentation(self) -> aug.Augmentation:
         """AUG(·, seed) of the paper, built once (the synonym index takes a few seconds)."""
