@@ -51,6 +51,8 @@ def run(cmd, env=None, log=None):
 
 
 def sts(checkpoint, data, out_json, sts_dir, model=None, tasks=None):
+    if Path(out_json).is_file():  # resumable: a finished evaluation is not repeated
+        return json.loads(Path(out_json).read_text())
     cmd = [bin_path("clear-eval-sts"), "--checkpoint", checkpoint, "--data", data, "--poolings", "mean",
            "--sts-dir", sts_dir, "--output", out_json, "--cpu", "--align-uniform-split", "none"]
     if tasks:

@@ -243,14 +243,22 @@ def test_data_from_another_tokenizer_is_refused(imported, tmp_path):
     bert = imported["bert"][0]
     with pytest.raises(HubLoadError, match=r"made by tokenizer gpt2 .* by bert"):
         from_pretrained(str(bert), "model.pt", str(data))
-    proc = run_cli([bin_path("fairseq-train"), data, "--user-dir", "fairseq_clear", "--task", "clear",
-                    "--criterion", "clear", *open(bert / "fairseq_args.txt").read().split(),
-                    "--restore-file", bert / "model.pt", "--reset-optimizer",
-                    "--max-update", "1", "--cpu", "--save-dir", tmp_path / "ck", "--batch-size", "4"],
-                   check=False)
-    assert proc.returncode != 0
+    def train(model_dir):
+        return run_cli([bin_path("fairseq-train"), data, "--user-dir", "fairseq_clear", "--task", "clear",
+                        "--criterion", "clear", *open(bert / "fairseq_args.txt").read().split(),
+                        "--restore-file", model_dir / "model.pt", "--reset-optimizer", "--max-update", "1",
+                        "--cpu", "--save-dir", tmp_path / ("ck-" + model_dir.name), "--batch-size", "4"],
+                       check=False)
+
+    proc = train(bert)  # both directories record their tokenizer
+    assert proc.returncode != 0 and "num_updates" not in proc.stdout
+    assert "made by tokenizer gpt2" in proc.stdout and str(bert) in proc.stdout, proc.stdout[-3000:]
+    bare = tmp_path / "bare-bert"  # no record: the dictionary sizes tell them apart
+    shutil.copytree(bert, bare)
+    (bare / "clear_tokenizer.json").unlink()
+    proc = train(bare)
+    assert proc.returncode != 0 and "num_updates" not in proc.stdout
     assert "DictionarySizeError" in proc.stdout and str(data / "dict.txt") in proc.stdout, proc.stdout[-3000:]
-    assert "update 1" not in proc.stdout
 
 
 def test_minilm_matches_sentence_transformers(tmp_path):
@@ -400,7 +408,9 @@ def test_recipe_from_pretrained(hf, fairseq_roberta, tmp_path, mode):
     assert _updates(proc) == [1, 2], proc.stdout[-3000:]
     assert ("imported" in proc.stdout) == (stand_in != "fairseq")
     data_dir = tmp_path / "out" / ("pairs" if mode in ("simcse-sup", "clsr") else "data/data-bin")
-    hub = from_pretrained(str(tmp_path / "out" / "checkpoints"), "checkpoint_last.pt", str(data_dir))
+    # as the CLIs call it (hub_args.load_hub): unset file options must not become overrides
+    hub = from_pretrained(str(tmp_path / "out" / "checkpoints"), "checkpoint_last.pt", str(data_dir),
+                          bpe=None, sentencepiece_model=None)
     v = hub.embed(["a man plays guitar", "café 🙂"])
     assert v.shape[0] == 2 and np.isfinite(v).all()
 

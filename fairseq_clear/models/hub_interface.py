@@ -369,7 +369,8 @@ def from_pretrained(
             f"no dict.txt in '{data_dir}': pass data_name_or_path= the binarized data directory "
             "the model was trained on (it holds dict.txt and its tokenizer)"
         )
-    files = {k: kwargs.pop(k) for k in BPE_FILE_OPTIONS if kwargs.get(k) is not None}
+    files = {k: kwargs.pop(k) for k in BPE_FILE_OPTIONS if k in kwargs}
+    files = {k: v for k, v in files.items() if v is not None}
     tokenizer = find_tokenizer(bpe, data_dir, model_dir, files)
     try:
         vocabulary.check_same(data_dir, model_dir)
