@@ -145,7 +145,8 @@ def main():
                 env, data_in = {"SEED": str(seed)}, sick_train
             else:
                 extra = ["--batch-size", "32", "--lr", "2e-5", "--tokens-per-sample", "64"]
-                env = {"SEED": str(seed), "CPU": "1", "MAX_UPDATE": str(args.clear_updates)}
+                env = {"SEED": str(seed), "CPU": "1", "MAX_UPDATE": str(args.clear_updates),
+                       "PREPARE_ARGS": "--input-format lines --documents lines"}
                 data_in = corpus
             t = time.time()
             run(["bash", run_sh, mode, model_dir, data_in, out, *common, *extra, "--seed", str(seed)], env=env,

@@ -16,7 +16,8 @@
 #            (clear-prepare-pairs), OUT/checkpoints
 #
 # Each step is skipped when its output exists (clear-prepare resumes on its own).
-# Environment: CPU=1 (CPU-sized schedules of the recipes), SEED, and for clear
+# Environment: CPU=1 (CPU-sized schedules of the recipes), SEED, PREPARE_ARGS (more clear-prepare
+# options, e.g. "--input-format lines --documents lines" for one sentence per line), and for clear
 # AUGMENTATIONS (default del-span,reorder: CLEAR's best GLUE pair, Table 1), MAX_UPDATE, LR.
 #
 # Downloads (online; the plugin never downloads):
@@ -50,7 +51,8 @@ INIT=$MODEL/model.pt
 # 2. the data, encoded with the model's tokenizer and dict.txt
 case "$MODE" in
   clear|declutr)
-    clear-prepare "$INPUT" "$OUT/data" --tokenizer-from "$MODEL" --no-progress
+    # shellcheck disable=SC2086  # PREPARE_ARGS: more clear-prepare options, word-split
+    clear-prepare "$INPUT" "$OUT/data" --tokenizer-from "$MODEL" --no-progress ${PREPARE_ARGS:-}
     DATA=$OUT/data/data-bin ;;
   simcse-unsup)
     clear-prepare "$INPUT" "$OUT/data" --tokenizer-from "$MODEL" --input-format lines --documents lines --no-progress
