@@ -16,6 +16,7 @@ import fairseq_clear  # noqa: F401  (registers everything)
 from fairseq_clear.criterions.clear import ClearCriterionConfig
 from fairseq_clear.models.clear_roberta import ClearRobertaModel, base_clear_architecture
 from fairseq_clear.tasks.clear import ClearConfig
+from fairseq_clear.tasks.contrastive import ContrastiveConfig
 from fairseq_clear.tasks.contrastive_pairs import ContrastivePairsConfig
 from fairseq_clear.tasks.declutr import DeclutrConfig
 from fairseq.models.roberta import RobertaModel
@@ -45,14 +46,16 @@ def table(title, rows):
 
 def main():
     base = {f.name for f in dataclasses.fields(MaskedLMConfig)}
-    task_rows = dataclass_rows(ClearConfig, skip=base - {"sample_break_mode", "tokens_per_sample"})
+    shared = {f.name for f in dataclasses.fields(ContrastiveConfig)}
+    common_rows = dataclass_rows(ContrastiveConfig, skip=base - {"tokens_per_sample"})
+    # each task's table lists only the options it reads (the others are refused at start-up)
+    clear_rows = dataclass_rows(ClearConfig, skip=shared - {"sample_break_mode"})
     mlm_rows = [r for r in dataclass_rows(MaskedLMConfig) if r[0] in (
         "--mask-prob", "--leave-unmasked-prob", "--random-token-prob", "--freq-weighted-replacement")]
     crit_rows = dataclass_rows(ClearCriterionConfig)
 
-    clear_fields = {f.name for f in dataclasses.fields(ClearConfig)}
-    declutr_rows = dataclass_rows(DeclutrConfig, skip=clear_fields)
-    pairs_rows = dataclass_rows(ContrastivePairsConfig, skip=clear_fields)
+    declutr_rows = dataclass_rows(DeclutrConfig, skip=shared)
+    pairs_rows = dataclass_rows(ContrastivePairsConfig, skip=shared)
 
     parser = argparse.ArgumentParser()
     ClearRobertaModel.add_args(parser)
@@ -68,9 +71,10 @@ def main():
         if a.option_strings and a.option_strings[0] in ours
     ]
 
-    sys.stdout.write(table("Task `clear` (augmented contrastive denoising)", task_rows) + "\n")
-    sys.stdout.write(table("Task `declutr` (adds to `clear`'s options)", declutr_rows) + "\n")
-    sys.stdout.write(table("Task `contrastive_pairs` (adds to `clear`'s options)", pairs_rows) + "\n")
+    sys.stdout.write(table("Every contrastive task (`clear`, `declutr`, `contrastive_pairs`)", common_rows) + "\n")
+    sys.stdout.write(table("Task `clear` adds (augmented contrastive denoising)", clear_rows) + "\n")
+    sys.stdout.write(table("Task `declutr` adds", declutr_rows) + "\n")
+    sys.stdout.write(table("Task `contrastive_pairs` adds", pairs_rows) + "\n")
     sys.stdout.write(table("Masked LM (fairseq's `masked_lm` options, paper values)", mlm_rows) + "\n")
     sys.stdout.write(table("Criterion `clear`", crit_rows) + "\n")
     sys.stdout.write(table("Model `clear_roberta` (added to fairseq's RoBERTa options)", model_rows))

@@ -77,6 +77,15 @@ CASES = [
     ("sample-break-mode", ["--sample-break-mode", "none"], "--sample-break-mode must be 'eos'"),
     ("tokens-per-sample-2", ["--tokens-per-sample", "2"], "--tokens-per-sample must be >= 3"),
     ("projection-layers-negative", ["--projection-layers", "-1"], "--projection-layers must be >= 0"),
+    # fairseq masked_lm options no contrastive task reads, and options of another task
+    ("mask-whole-words", ["--mask-whole-words"], "--mask-whole-words is not used by --task clear"),
+    ("mask-multiple-length", ["--mask-multiple-length", "3"], "--mask-multiple-length is not used by --task clear"),
+    ("shorten-method", ["--shorten-method", "truncate"], "--shorten-method is not used by --task clear"),
+    ("declutr-sample-break-mode", ["--task", "declutr", "--sample-break-mode", "eos"],
+     "--sample-break-mode is not used by --task declutr"),
+    ("declutr-augmentations", ["--task", "declutr", "--augmentations", "del-word"],
+     "unrecognized arguments: --augmentations"),
+    ("declutr-double-mlm", ["--task", "declutr", "--double-mlm"], "unrecognized arguments: --double-mlm"),
     # DeCLUTR spans
     ("declutr-min-above-max", ["--task", "declutr", "--min-span-length", "16",
                                "--max-span-length", "8"],
@@ -92,7 +101,7 @@ CASES = [
 CLI_ROWS = {
     "unknown-augmentation", "del-word-rate-above-1", "temperature-inf", "cl-weight-nan", "fp16-on-cpu",
     "loss-form-unknown", "gather-on-world-size-1", "subs-without-table",
-    "declutr-min-above-max", "no-dict", "dictionary-size-mismatch", "subs-table-empty", "mask-prob-1",
+    "declutr-min-above-max", "no-dict", "mask-whole-words", "declutr-augmentations", "dictionary-size-mismatch", "subs-table-empty", "mask-prob-1",
 }
 #: need fairseq's trainer (they fail while loading a checkpoint)
 CLI_ONLY = {"dictionary-size-mismatch"}

@@ -194,7 +194,7 @@ class ClearCriterion(FairseqCriterion):
         za = z[:n]
         zp = z[n : n + n * p].view(n, p, -1).mean(dim=1)  # DeCLUTR: mean of P positives
         zh = z[n + n * p :] if views.get("hard_negatives", False) else None
-        if views.get("is_dummy", False):
+        if getattr(self.task, "dummy_batch", False):
             # fairseq's stand-in batch on a rank without data: take part in the
             # collectives but lend no views to the other ranks
             za, zp = za[:0], zp[:0]
@@ -224,7 +224,7 @@ class ClearCriterion(FairseqCriterion):
                 # a dummy batch's masked tokens are not data: counting them in the
                 # global normaliser would overweight L_CL on the other ranks
                 gathered = distributed.all_gather_counts(
-                    [n, 0 if views.get("is_dummy", False) else int(n_masked)], group, device
+                    [n, 0 if getattr(self.task, "dummy_batch", False) else int(n_masked)], group, device
                 )
                 sizes = gathered[:, 0].tolist()
                 counts = gathered.sum(0).tolist()

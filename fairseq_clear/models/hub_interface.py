@@ -22,6 +22,7 @@ import torch
 from fairseq.models.roberta.hub_interface import RobertaHubInterface
 
 from .. import vocabulary
+from ..tasks.contrastive import inference_overrides
 from ..vocabulary import DictionaryEncoder
 from .inference import (
     SentencepieceTokenizer,
@@ -40,14 +41,6 @@ PRECISION_CHOICES = ("fp32", "bf16", "fp16")
 #: (a hand-pruned dictionary) are tolerated, more means the files do not belong together
 MAX_MISSING_PIECES = 0.01
 
-#: task options that only matter for training and may point at files of the
-#: training machine (synonym tables, STS files): turned off when loading for inference
-INFERENCE_OVERRIDES = {
-    "augmentations": "none",
-    "augmentation_mix": "",
-    "synonym_table": "",
-    "sts_validation": "",
-}
 
 
 class HubLoadError(ValueError):
@@ -377,7 +370,8 @@ def from_pretrained(
     except vocabulary.TokenizerError as e:
         raise HubLoadError(str(e)) from None
 
-    overrides = dict(INFERENCE_OVERRIDES)
+    # training-only task options may name files of the training machine (tasks/contrastive.py)
+    overrides = inference_overrides()
     overrides.update(kwargs)
     overrides.update(data=data_dir, load_checkpoint_heads=True, **tokenizer.fairseq_bpe())
     from fairseq import tasks
@@ -387,7 +381,7 @@ def from_pretrained(
     state = checkpoint_utils.load_checkpoint_to_cpu(checkpoint_path, overrides)  # safety-checked
     cfg = state["cfg"]
     as_clear_roberta(cfg.model)
-    task = tasks.setup_task(cfg.task)
+    task = tasks.setup_task(cfg.task, from_checkpoint=True)  # drops options a task no longer has
     model = task.build_model(cfg.model, from_checkpoint=True)
     try:
         model.load_state_dict(state["model"], strict=True, model_cfg=cfg.model)

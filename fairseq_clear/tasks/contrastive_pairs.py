@@ -38,7 +38,6 @@ from fairseq.data import (
 from fairseq.dataclass import ChoiceEnum
 from fairseq.tasks import register_task
 
-from ..data.binarized_checks import load_checked
 from ..data import (
     ContrastiveRowsDataset,
     EpochShuffledDataset,
@@ -46,7 +45,7 @@ from ..data import (
     SentenceDataset,
     StackedRowsDataset,
 )
-from .clear import ClearConfig, ClearConfigError, ClearTask, data_paths
+from .contrastive import NOT_HONOURED, ContrastiveConfig, ContrastiveTask, TaskConfigError, data_paths
 
 logger = logging.getLogger(__name__)
 
@@ -54,7 +53,7 @@ HARD_NEGATIVE_CHOICES = ChoiceEnum(["auto", "on", "off"])
 
 
 @dataclass
-class ContrastivePairsConfig(ClearConfig):
+class ContrastivePairsConfig(ContrastiveConfig):
     anchor_column: str = field(
         default="sent0", metadata={"help": "subdirectory of DATA holding the anchor sentences"}
     )
@@ -86,14 +85,18 @@ def _column_dir(cfg, column: str) -> str:
 
 
 @register_task("contrastive_pairs", dataclass=ContrastivePairsConfig)
-class ContrastivePairsTask(ClearTask):
+class ContrastivePairsTask(ContrastiveTask):
     """NT-Xent or SimCSE's loss over labelled (sentence, positive[, hard negative]) rows."""
 
     cfg: ContrastivePairsConfig
+    name = "contrastive_pairs"
+    config_class = ContrastivePairsConfig
+    #: a sample is a row of the pair columns, not a fairseq break mode
+    not_honoured = NOT_HONOURED + ("sample_break_mode",)
 
     def __init__(self, cfg: ContrastivePairsConfig, dictionary=None):
         if cfg.mlm_only and not cfg.mlm:
-            raise ClearConfigError(
+            raise TaskConfigError(
                 "--mlm-only on --task contrastive_pairs needs --mlm (MLM is off by default here)"
             )
         self.columns = [cfg.anchor_column, cfg.positive_column]
@@ -114,16 +117,13 @@ class ContrastivePairsTask(ClearTask):
             return True  # load_dataset fails, naming the directory, if the column is missing
         return os.path.isdir(_column_dir(cfg, cfg.hard_negative_column))
 
-    def uses_del_symbol(self) -> bool:
-        return False  # no augmentation writes [DEL] here
-
     def paper_mode(self, model_args=None) -> str:
         """CLSR over a frozen encoder (--freeze-encoder), SimCSE-supervised otherwise."""
         return "clsr" if model_args is not None and getattr(model_args, "freeze_encoder", False) else "simcse"
 
-    @property
-    def uses_mlm(self) -> bool:
-        return self.cfg.mlm and not self.cfg.no_mlm
+    @classmethod
+    def uses_mlm_config(cls, cfg) -> bool:
+        return cfg.mlm and not cfg.no_mlm
 
     @classmethod
     def load_dictionary(cls, cfg) -> Dictionary:
@@ -132,7 +132,7 @@ class ContrastivePairsTask(ClearTask):
         candidates = [os.path.join(root, "dict.txt"), os.path.join(root, cfg.anchor_column, "dict.txt")]
         path = next((p for p in candidates if os.path.isfile(p)), None)
         if path is None:
-            raise ClearConfigError(
+            raise TaskConfigError(
                 f"data directory '{root}' has neither dict.txt nor {cfg.anchor_column}/dict.txt: "
                 "build it with clear-prepare-pairs"
             )
@@ -141,37 +141,26 @@ class ContrastivePairsTask(ClearTask):
         for column in (cfg.positive_column, cfg.hard_negative_column):
             other = os.path.join(root, column, "dict.txt")
             if os.path.isfile(other) and Dictionary.load(other).symbols != dictionary.symbols:
-                raise ClearConfigError(
+                raise TaskConfigError(
                     f"{other} differs from {path}: every column must be binarized with the "
                     "same dict.txt (clear-prepare-pairs does this)"
                 )
         return dictionary
 
-    @classmethod
-    def setup_task(cls, cfg, **kwargs):
-        dictionary = cls.load_dictionary(cfg)
-        logger.info("dictionary: %d types", len(dictionary))
-        return cls(cfg, dictionary)
-
-    @classmethod
-    def load_dict(cls, cfg):
-        return cls.load_dictionary(cfg)
-
     def load_column(self, column: str, split: str, combine=False) -> SentenceDataset:
         split_path = os.path.join(_column_dir(self.cfg, column), split)
-        lines = load_checked(split_path, self.source_dictionary, combine=combine)
-        if lines is None and column == self.cfg.hard_negative_column:
-            raise ClearConfigError(
+        if column == self.cfg.hard_negative_column and not any(
+                os.path.exists(split_path + ext) for ext in (".idx", ".bin")):
+            raise TaskConfigError(
                 f"--hard-negatives {self.cfg.hard_negatives}, but there is no {split_path}.bin/.idx: "
                 "build the data with clear-prepare-pairs from rows with hard negatives, or "
                 "pass --hard-negatives off"
             )
-        if lines is None:
-            raise FileNotFoundError(
-                f"split '{split}' of column '{column}' not found: no {split_path}.bin/.idx "
-                "(clear-prepare-pairs --valid adds a validation split; or pass "
-                "--disable-validation)"
-            )
+        lines = self.load_lines(split_path, combine, missing=(
+            f"split '{split}' of column '{column}' not found: no {split_path}.bin/.idx "
+            "(clear-prepare-pairs --valid adds a validation split; or pass "
+            "--disable-validation)"
+        ))
         sentences = SentenceDataset(
             lines,
             max_body_len=self.cfg.tokens_per_sample - 2,
@@ -181,7 +170,7 @@ class ContrastivePairsTask(ClearTask):
         )
         if sentences.num_empty:
             # an empty line would shift every later row against the other columns
-            raise ClearConfigError(
+            raise TaskConfigError(
                 f"{split_path} has {sentences.num_empty} empty lines, so its rows no longer "
                 "line up with the other columns; rebuild the data with clear-prepare-pairs"
             )
@@ -191,7 +180,7 @@ class ContrastivePairsTask(ClearTask):
         cols = [self.load_column(c, split, combine) for c in self.columns]
         lengths = {c: len(d) for c, d in zip(self.columns, cols)}
         if len(set(lengths.values())) != 1:
-            raise ClearConfigError(
+            raise TaskConfigError(
                 f"split '{split}': the columns have different numbers of rows {lengths}; "
                 "rebuild the data with clear-prepare-pairs"
             )
@@ -203,7 +192,7 @@ class ContrastivePairsTask(ClearTask):
         }
         if self.uses_mlm:
             # SimCSE masks every sentence of a row; each column gets its own mask seed
-            masked = [self.mask(d, self.cfg.seed + 7919 * k) for k, d in enumerate(cols)]
+            masked = [self.mask(d, slot=k) for k, d in enumerate(cols)]
             defn["net_input"] = {"src_tokens": StackedRowsDataset([s for s, _ in masked], pad)}
             defn["target"] = StackedRowsDataset([t for _, t in masked], pad)
         if not self.cfg.mlm_only:

@@ -20,13 +20,11 @@ Use ``--sentence-pooling mean --projection-layers 0`` and
 """
 
 import logging
-import os
 from dataclasses import dataclass, field
 
 from fairseq.data import IdDataset, NestedDictionaryDataset, NumSamplesDataset
 from fairseq.tasks import register_task
 
-from ..data.binarized_checks import load_checked
 from ..data import (
     ContrastiveRowsDataset,
     DocumentDataset,
@@ -37,13 +35,13 @@ from ..data import (
     StackedRowsDataset,
 )
 from ..span_sampling import SpanSamplingParams, parse_beta
-from .clear import ClearConfig, ClearConfigError, ClearTask, data_paths
+from .contrastive import NOT_HONOURED, ContrastiveConfig, ContrastiveTask, TaskConfigError
 
 logger = logging.getLogger(__name__)
 
 
 @dataclass
-class DeclutrConfig(ClearConfig):
+class DeclutrConfig(ContrastiveConfig):
     num_anchors: int = field(
         default=2, metadata={"help": "A: anchor spans sampled per document (paper: 2)"}
     )
@@ -105,10 +103,14 @@ def span_params(cfg) -> SpanSamplingParams:
 
 
 @register_task("declutr", dataclass=DeclutrConfig)
-class DeclutrTask(ClearTask):
+class DeclutrTask(ContrastiveTask):
     """MLM on A anchor spans per document plus NT-Xent of each anchor against its P positives."""
 
     cfg: DeclutrConfig
+    name = "declutr"
+    config_class = DeclutrConfig
+    #: a sample is a document, cut into spans by DeCLUTR's sampler, not by fairseq's break modes
+    not_honoured = NOT_HONOURED + ("sample_break_mode",)
 
     def __init__(self, cfg: DeclutrConfig, dictionary=None):
         self.span_params = span_params(cfg)  # fails at start-up, naming the option
@@ -121,15 +123,8 @@ class DeclutrTask(ClearTask):
                 "the model's 512 positions)", cfg.max_span_length, cfg.tokens_per_sample, longest,
             )
 
-    def uses_del_symbol(self) -> bool:
-        return False  # no augmentation writes [DEL] here
-
     def paper_mode(self, model_args=None) -> str:
         return "declutr"
-
-    @property
-    def uses_mlm(self) -> bool:
-        return not self.cfg.no_mlm
 
     def build_model(self, cfg, from_checkpoint=False):
         model = super().build_model(cfg, from_checkpoint)
@@ -146,18 +141,12 @@ class DeclutrTask(ClearTask):
         return model
 
     def load_dataset(self, split, epoch=1, combine=False, **kwargs):
-        paths = data_paths(self.cfg.data)
-        split_path = os.path.join(paths[(epoch - 1) % len(paths)], split)
-        lines = load_checked(split_path, self.source_dictionary, combine=combine)
-        if lines is None:
-            raise FileNotFoundError(
-                f"split '{split}' not found: no {split_path}.bin/.idx (run fairseq-preprocess "
-                f"with --{split}pref, or pass --valid-subset)"
-            )
+        split_path = self.split_path(split, epoch)
+        lines = self.load_lines(split_path, combine)
         params = self.span_params
         documents = DocumentDataset(lines, params.required_tokens, name=f"{split} ({split_path})")
         if len(documents) == 0:
-            raise ClearConfigError(
+            raise TaskConfigError(
                 f"split '{split}' ({split_path}) has no document of at least "
                 f"{params.required_tokens} tokens (--min-document-tokens, default "
                 f"2·A·ℓmax = 2·{params.num_anchors}·{params.max_length}); documents are runs "
@@ -185,7 +174,7 @@ class DeclutrTask(ClearTask):
         contrast_anchors = anchors
         if self.uses_mlm:
             # MLM on the anchors only (§3.2); each anchor slot gets its own mask seed
-            masked = [self.mask(d, self.cfg.seed + 7919 * k) for k, d in enumerate(anchors)]
+            masked = [self.mask(d, slot=k) for k, d in enumerate(anchors)]
             defn["net_input"] = {"src_tokens": StackedRowsDataset([s for s, _ in masked], pad)}
             defn["target"] = StackedRowsDataset([t for _, t in masked], pad)
             if not self.cfg.contrast_clean_anchors:

@@ -79,21 +79,22 @@ def make_sample(batch, rows: List[int], dummy=False, hard_negatives=False):
             "num_anchors": len(rows),
             "positives_per_anchor": 1,
             "hard_negatives": hard_negatives,
-            **({"is_dummy": True} if dummy else {}),
         },
         "ntokens": int(batch["src"][idx].ne(PAD).sum()),
         "nsentences": len(rows),
     }
 
 
-def _criterion(loss_form, world_size):
+def _criterion(loss_form, world_size, dummy=False):
     from fairseq_clear.criterions.clear import ClearCriterion, ClearCriterionConfig
 
     cfg = ClearCriterionConfig(
         temperature=0.05, loss_form=loss_form, world_size=world_size, tpu=False,
         gather_negatives="auto",
     )
-    return ClearCriterion(cfg, _Task())
+    task = _Task()
+    task.dummy_batch = dummy  # what ContrastiveTask.train_step sets for fairseq's dummy batch
+    return ClearCriterion(cfg, task)
 
 
 def _step(model, sample, loss_form, world_size, level, dummy):
@@ -101,7 +102,7 @@ def _step(model, sample, loss_form, world_size, level, dummy):
     from fairseq_clear import distributed, losses
 
     if level == "criterion":
-        loss, sample_size, _ = _criterion(loss_form, world_size)(model, sample)
+        loss, sample_size, _ = _criterion(loss_form, world_size, dummy)(model, sample)
     else:
         views = sample["contrastive"]
         z = model(views["src_tokens"], contrastive=True)[0]

@@ -1,0 +1,308 @@
+"""The base of the contrastive tasks ``clear``, ``declutr`` and ``contrastive_pairs``.
+
+It holds what the three share and nothing a paper adds: the dictionary and split
+loading (with the damaged-data checks), fairseq's masking of RoBERTa's MLM, the batching
+policy (``--batch-composition``), the batch iterator, STS validation and one error type.
+
+The task -> criterion and task -> model contract is the set of attributes below, read by
+``criterions/clear.py`` and ``models/clear_roberta.py`` and nothing else:
+
+* ``is_contrastive``: whether batches carry a ``contrastive`` part (the model builds its head);
+* ``uses_hard_negatives``: whether that part holds hard negatives (only ``--loss-form simcse``
+  uses them);
+* ``paper_mode(model_args)``: whose published values fill unset model/criterion options
+  (``paper_defaults.py``); ``model_args`` is set by the model when it is built;
+* ``dummy_batch``: true while ``train_step`` runs fairseq's stand-in batch of a rank that ran
+  out of data (``ignore_grad``): the criterion then takes part in the collectives but lends
+  no views to the other ranks.
+
+fairseq's ``masked_lm`` options that no contrastive task honours are refused at start-up
+when set (``NOT_HONOURED``); a task adds its own refusals the same way.
+"""
+
+import dataclasses
+import logging
+import os
+from dataclasses import dataclass, field
+from typing import Optional
+
+from fairseq import utils
+from fairseq.data import Dictionary, MaskTokensDataset
+from fairseq.tasks.masked_lm import MaskedLMConfig, MaskedLMTask
+
+from ..data.binarized_checks import load_checked
+from ..evaluation.sts_validation import HELP as STS_VALIDATION_HELP, StsValidationMixin
+from ..fairseq_fixes.keep_last_batch import keeping_last_batch
+
+logger = logging.getLogger(__name__)
+
+BATCH_COMPOSITIONS = ("auto", "length", "random")
+
+#: seeds of a sample's independent maskings (Double-MLM's second one, DeCLUTR's anchors,
+#: the columns of a pair) are the run's seed plus multiples of this prime
+MASK_SEED_STRIDE = 7919
+
+#: fairseq masked_lm options that no contrastive task reads: whole-word and span masking,
+#: shortening, and data2vec's flags
+NOT_HONOURED = (
+    "mask_whole_words", "mask_multiple_length", "mask_stdev", "shorten_method",
+    "shorten_data_split_list", "include_target_tokens", "include_index", "skip_masking",
+    "d2v2_multi",
+)
+
+
+class TaskConfigError(ValueError):
+    """A task option or data file is invalid; the message names the option or file."""
+
+
+@dataclass
+class ContrastiveConfig(MaskedLMConfig):
+    tokens_per_sample: int = field(
+        default=512,
+        metadata={
+            "help": "longest sample in tokens, <s> and </s> included (paper: 512); longer "
+            "sentences are truncated and counted in the log"
+        },
+    )
+    batch_composition: str = field(
+        default="auto",
+        metadata={
+            "help": "which samples share a batch, i.e. each other's negatives: 'length' = sorted by "
+            "length, shuffled among equal lengths, regrouped every epoch (fairseq masked_lm's "
+            "order, which CLEAR's RoBERTa recipe used; least padding); 'random' = a fresh random "
+            "order every epoch (SimCSE's, DeCLUTR's and CLSR's trainers); 'auto' = the mode's "
+            "paper: length for CLEAR, random for SimCSE, DeCLUTR and pairs"
+        },
+    )
+    mlm_only: bool = field(
+        default=False,
+        metadata={
+            "help": "MLM-only baseline (§5.1): no views and no contrastive loss, on the "
+            "same data, model and criterion (with a doubled --batch-size: Double-batch)"
+        },
+    )
+    no_mlm: bool = field(
+        default=False,
+        metadata={
+            "help": "leave out the masked LM loss and train the contrastive loss alone "
+            "(SimCSE unsupervised); CLEAR and DeCLUTR keep it"
+        },
+    )
+    # in-training STS-B validation (fairseq_clear/evaluation/sts_validation.py)
+    sts_validation: str = field(default="", metadata={"help": STS_VALIDATION_HELP["sts_validation"]})
+    sts_validation_pooling: str = field(
+        default="", metadata={"help": STS_VALIDATION_HELP["sts_validation_pooling"]}
+    )
+    sts_validation_batch_size: int = field(
+        default=128, metadata={"help": STS_VALIDATION_HELP["sts_validation_batch_size"]}
+    )
+
+
+def data_paths(data: str):
+    """fairseq's ':'-separated data shards, except that an existing directory is one path ('run:1/data')."""
+    if data and os.path.isdir(data):
+        return [data]
+    return utils.split_paths(data)
+
+
+def load_dictionary(data: str) -> Dictionary:
+    paths = data_paths(data)
+    if not paths:
+        raise TaskConfigError("no data directory given")
+    path = os.path.join(paths[0], "dict.txt")
+    if not os.path.isfile(path):
+        raise TaskConfigError(
+            f"data directory '{paths[0]}' has no dict.txt: binarize it with "
+            "fairseq-preprocess --only-source (see preprocess/prepare.sh)"
+        )
+    dictionary = Dictionary.load(path)
+    dictionary.path = path  # named in size-mismatch errors
+    return dictionary
+
+
+def _option(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+class ContrastiveTask(StsValidationMixin, MaskedLMTask):
+    """Shared plumbing of the contrastive tasks; subclasses add their paper's samples."""
+
+    #: the task's registered name and dataclass (for messages and defaults)
+    name = "contrastive"
+    config_class = ContrastiveConfig
+    #: fields of the config this task refuses when set (see NOT_HONOURED)
+    not_honoured = NOT_HONOURED
+    #: training-only options that may name files of the training machine; the hub loads a
+    #: checkpoint for inference with these values
+    inference_overrides = {"sts_validation": ""}
+
+    uses_hard_negatives = False
+    model_args = None  # set by ClearRobertaModel.build_model
+    dummy_batch = False
+
+    def __init__(self, cfg, dictionary=None):
+        self.check_honoured(cfg)
+        if cfg.no_mlm and cfg.mlm_only:
+            raise TaskConfigError("--no-mlm with --mlm-only leaves no loss to train")
+        if cfg.tokens_per_sample < 3:
+            raise TaskConfigError(f"--tokens-per-sample must be >= 3, got {cfg.tokens_per_sample}")
+        if cfg.batch_composition not in BATCH_COMPOSITIONS:
+            raise TaskConfigError(
+                f"--batch-composition must be one of {', '.join(BATCH_COMPOSITIONS)}, got '{cfg.batch_composition}'"
+            )
+        check_masking(cfg, used=self.uses_mlm_config(cfg))
+        super().__init__(cfg, dictionary)  # adds <mask>
+        self.init_sts_validation(cfg)  # --sts-validation (StsValidationMixin)
+
+    @classmethod
+    def check_honoured(cls, cfg):
+        """Refuse, naming it, an option of this task's config that the task does not read."""
+        defaults = {f.name: f.default for f in dataclasses.fields(cls.config_class)}
+        for name in cls.not_honoured:
+            if name in defaults and hasattr(cfg, name) and getattr(cfg, name) != defaults[name]:
+                raise TaskConfigError(
+                    f"{_option(name)} is not used by --task {cls.name} (got {getattr(cfg, name)!r}, "
+                    f"default {defaults[name]!r}); leave it out"
+                )
+
+    @classmethod
+    def uses_mlm_config(cls, cfg) -> bool:
+        return not cfg.no_mlm
+
+    @property
+    def uses_mlm(self) -> bool:
+        """Whether batches carry MLM input and targets."""
+        return self.uses_mlm_config(self.cfg)
+
+    @property
+    def is_contrastive(self) -> bool:
+        return not self.cfg.mlm_only
+
+    def paper_mode(self, model_args=None) -> str:
+        raise NotImplementedError  # each task names its paper (paper_defaults.py)
+
+    # ---- dictionary ------------------------------------------------------------
+    @classmethod
+    def load_dictionary(cls, cfg) -> Dictionary:
+        return load_dictionary(cfg.data)
+
+    @classmethod
+    def setup_task(cls, cfg, **kwargs):
+        dictionary = cls.load_dictionary(cfg)
+        logger.info("dictionary: %d types", len(dictionary))
+        return cls(cfg, dictionary)
+
+    @classmethod
+    def load_dict(cls, cfg):
+        return cls.load_dictionary(cfg)
+
+    # ---- tokenizer ---------------------------------------------------------------
+    @property
+    def tokenizer_file(self) -> str:
+        """A tokenizer file given on the command line (clear's --sentencepiece-model), else ''."""
+        return ""
+
+    def data_tokenizer(self, option: str = "subs"):
+        """The tokenizer that made the data (for subs and --sts-validation): ``tokenizer_file``,
+        else the data directory's own (clear_tokenizer.json, sentencepiece.model, encoder.json +
+        vocab.bpe, or vocab.txt)."""
+        from .. import vocabulary
+
+        try:
+            return vocabulary.find(data_paths(self.cfg.data)[0], option, self.tokenizer_file)
+        except vocabulary.TokenizerError as e:
+            raise TaskConfigError(
+                f"{e} (it needs the tokenizer that made the data: pass --sentencepiece-model or "
+                "prepare the data with clear-prepare)") from None
+
+    # ---- data ------------------------------------------------------------------
+    def split_path(self, split: str, epoch: int = 1, subdir: Optional[str] = None) -> str:
+        paths = data_paths(self.cfg.data)
+        root = paths[(epoch - 1) % len(paths)]
+        return os.path.join(root, subdir, split) if subdir else os.path.join(root, split)
+
+    def load_lines(self, split_path: str, combine=False, missing: Optional[str] = None):
+        """The checked binarized lines at ``split_path`` (FileNotFoundError naming it if absent)."""
+        lines = load_checked(split_path, self.source_dictionary, combine=combine)
+        if lines is None:
+            split = os.path.basename(split_path)
+            raise FileNotFoundError(missing or (
+                f"split '{split}' not found: no {split_path}.bin/.idx (run fairseq-preprocess "
+                f"with --{split}pref, or pass --valid-subset)"
+            ))
+        return lines
+
+    def mask(self, sentences, slot: int = 0):
+        """fairseq's RoBERTa masking of ``sentences``; each ``slot`` is an independent masking."""
+        return MaskTokensDataset.apply_mask(
+            sentences,
+            self.source_dictionary,
+            pad_idx=self.source_dictionary.pad(),
+            mask_idx=self.mask_idx,
+            seed=self.cfg.seed + MASK_SEED_STRIDE * slot,
+            mask_prob=self.cfg.mask_prob,
+            leave_unmasked_prob=self.cfg.leave_unmasked_prob,
+            random_token_prob=self.cfg.random_token_prob,
+            freq_weighted_replacement=self.cfg.freq_weighted_replacement,
+        )
+
+    def batch_sizes_for_order(self, sizes):
+        """``sizes`` when batches are composed by length, else None (random batches)."""
+        composition = self.cfg.batch_composition
+        if composition == "auto":
+            composition = "length" if self.paper_mode() == "clear" else "random"
+        if not getattr(self, "_logged_composition", False):
+            self._logged_composition = True
+            logger.info("batch composition: %s (%s)", composition,
+                        "--batch-composition" if self.cfg.batch_composition != "auto" else "the paper's")
+        return sizes if composition == "length" else None
+
+    def get_batch_iterator(self, dataset, *args, **kwargs):
+        with keeping_last_batch(dataset):  # fairseq drops it: see fairseq_fixes/keep_last_batch.py
+            itr = super().get_batch_iterator(dataset, *args, **kwargs)
+        # --num-workers > 0: a worker holds the copy of the dataset made when it
+        # started, so fairseq's reused, persistent DataLoader would keep epoch 1's
+        # views and masks for ever, while a resumed run starts workers at the
+        # right epoch and diverges. A fresh loader per epoch sees set_epoch().
+        itr.reuse_dataloader = False
+        itr.persistent_workers = False
+        return itr  # its prefetch thread is stopped at exit: fairseq_fixes/prefetch_threads.py
+
+    def train_step(self, sample, model, criterion, optimizer, update_num, ignore_grad=False):
+        self.dummy_batch = bool(ignore_grad)  # see the module docstring
+        try:
+            return super().train_step(sample, model, criterion, optimizer, update_num, ignore_grad)
+        finally:
+            self.dummy_batch = False
+
+    def max_positions(self):
+        return self.cfg.tokens_per_sample
+
+
+def check_masking(cfg, used: bool = True):
+    """fairseq's MaskTokensDataset asserts these (a bare AssertionError otherwise)."""
+    for name in ("mask_prob", "leave_unmasked_prob", "random_token_prob"):
+        value = getattr(cfg, name)
+        if not 0.0 <= value <= 1.0:
+            raise TaskConfigError(f"{_option(name)} must be in [0, 1], got {value}")
+    if used and not 0.0 < cfg.mask_prob < 1.0:
+        raise TaskConfigError(
+            f"--mask-prob must be strictly between 0 and 1 (paper: 0.15), got {cfg.mask_prob}; "
+            "to train without masked-LM pass --no-mlm"
+        )
+    if cfg.leave_unmasked_prob + cfg.random_token_prob > 1.0:
+        raise TaskConfigError(
+            f"--leave-unmasked-prob + --random-token-prob must be at most 1 (paper: 0.1 + 0.1), got "
+            f"{cfg.leave_unmasked_prob} + {cfg.random_token_prob}"
+        )
+
+
+def inference_overrides() -> dict:
+    """Every contrastive task's training-only options with their inference values (for the hub)."""
+    out = {}
+    stack = [ContrastiveTask]
+    while stack:
+        cls = stack.pop()
+        out.update(cls.inference_overrides)
+        stack.extend(cls.__subclasses__())
+    return out
