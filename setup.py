@@ -49,13 +49,14 @@ setup(
     entry_points={
         "console_scripts": [
             "clear-user-dir = fairseq_clear.cli.user_dir:main",
-            "clear-prepare = fairseq_clear.preprocessing.pipeline:main",
-            "clear-synonyms = fairseq_clear.preprocessing.synonym_tables:main",
-            "clear-prepare-pairs = fairseq_clear.preprocessing.pairs:main",
+            "clear-prepare = fairseq_clear.cli.prepare:main",
+            "clear-synonyms = fairseq_clear.cli.synonyms:main",
+            "clear-prepare-pairs = fairseq_clear.cli.prepare_pairs:main",
             "clear-embed = fairseq_clear.cli.embed:main",
             "clear-eval-sts = fairseq_clear.cli.eval_sts:main",
             "clear-export-hf = fairseq_clear.cli.export_hf:main",
             "clear-import-hf = fairseq_clear.cli.import_hf:main",
+            "clear-glue = fairseq_clear.cli.glue:main",
         ]
     },
     classifiers=[

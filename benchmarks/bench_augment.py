@@ -73,6 +73,7 @@ def main():
     import numpy as np
     import fairseq_clear  # noqa: F401
     from fairseq_clear import augmentations as aug
+    from fairseq_clear.keyed_rng import KeyedRNG
     from fairseq_clear.data import ContrastiveViewsDataset
     from fairseq_clear.synonyms import load_synonym_index
 
@@ -102,7 +103,7 @@ def main():
     results = {}
     for comp in COMPOSITIONS:
         fn = aug.build_augmentation(aug.parse_augmentations(comp), params, del_idx, index)
-        rng = aug.KeyedRNG()(1, 1, 0, 1)
+        rng = KeyedRNG()(1, 1, 0, 1)
 
         def pure(batch, fn=fn, rng=rng):
             for b in batch:
@@ -117,7 +118,7 @@ def main():
 
         fn_rate = best_rate(pure, bodies, args.repeats)
         view_rate = best_rate(per_view, list(range(len(bodies))), args.repeats)
-        out_len = float(np.mean([len(fn(b, aug.KeyedRNG()(1, 1, i, 1))) for i, b in enumerate(bodies[:2000])]))
+        out_len = float(np.mean([len(fn(b, KeyedRNG()(1, 1, i, 1))) for i, b in enumerate(bodies[:2000])]))
         results[comp] = {
             "function_sentences_per_s": round(fn_rate),
             "view_sentences_per_s": round(view_rate),

@@ -55,7 +55,7 @@ def stochastic_round(x: float, rng: np.random.Generator) -> int:
     return int(x + rng.random())
 
 
-def sample_spans(n: int, count: int, length: int, rng: np.random.Generator) -> np.ndarray:
+def disjoint_span_starts(n: int, count: int, length: int, rng: np.random.Generator) -> np.ndarray:
     """Start positions of ``count`` non-overlapping spans of ``length`` tokens in ``[0, n)``.
 
     Uniform over all valid placements: with ``t_i = s_i - i*(length-1)`` the
@@ -144,7 +144,7 @@ def span_deletion(
     count = min(count, stochastic_round(count * ratio * n / length, rng), (n - 1) // length)
     if count <= 0:
         return tokens.copy()
-    starts = sample_spans(n, count, length, rng)
+    starts = disjoint_span_starts(n, count, length, rng)
     covered = starts if length == 1 else (starts[:, None] + np.arange(length)).ravel()
     is_del[real[covered] if has_del else covered] = True
     return _delete_and_merge(tokens, is_del, del_idx)
@@ -167,7 +167,7 @@ def reorder(
     pairs = min(pairs, stochastic_round(pairs * ratio * n / length, rng), n // (2 * length))
     if pairs <= 0:
         return tokens.copy()
-    starts = sample_spans(n, 2 * pairs, length, rng)
+    starts = disjoint_span_starts(n, 2 * pairs, length, rng)
     starts = starts[rng.permutation(2 * pairs)].reshape(pairs, 2)
     offsets = np.arange(length)
     a = (starts[:, 0:1] + offsets).ravel()
@@ -439,31 +439,3 @@ def build_mixture(
         return fns[choice](tokens, rng)
 
     return mixed
-
-
-class KeyedRNG:
-    """A generator whose stream is fixed by a key ``(seed, epoch, index, view)``.
-
-    Philox is a counter-based generator: re-keying it costs about 3 µs, against
-    about 115 µs for ``fairseq.data.data_utils.numpy_seed``, and distinct keys
-    give independent streams. Keys are packed without collisions for
-    seed < 2**32, epoch < 2**24 and view < 2**8; the sample index takes a
-    64-bit word of its own.
-    """
-
-    def __init__(self):
-        self._bitgen = np.random.Philox(0)
-        self._state = self._bitgen.state
-        self.generator = np.random.Generator(self._bitgen)
-
-    def __call__(self, seed: int, epoch: int, index: int, view: int) -> np.random.Generator:
-        state = self._state["state"]
-        state["key"][0] = int(index) & 0xFFFFFFFFFFFFFFFF
-        state["key"][1] = ((int(seed) & 0xFFFFFFFF) << 32) | ((int(epoch) & 0xFFFFFF) << 8) | (
-            int(view) & 0xFF
-        )
-        state["counter"][:] = 0
-        self._state["buffer_pos"] = 4  # discard any buffered output of the previous key
-        self._state["has_uint32"] = 0
-        self._bitgen.state = self._state
-        return self.generator

@@ -14,7 +14,7 @@ From a document of ``n`` tokens we sample ``A`` anchor spans and, per anchor,
 DeCLUTR's code enforces the spacing by cutting the document into blocks of
 ``ℓmax`` tokens and never using two neighbouring blocks. Here the anchors are
 placed uniformly over *all* placements that keep the spacing (the same
-"stars and bars" trick as :func:`fairseq_clear.augmentations.sample_spans`),
+"stars and bars" trick as :func:`fairseq_clear.augmentations.disjoint_span_starts`),
 which for ``A = 1`` is exactly the paper's uniform start and for any ``A``
 always succeeds when ``n ≥ Σℓ + (A−1)·ℓmax``; the default minimum document
 length ``2·A·ℓmax`` (DeCLUTR's README) guarantees that.
@@ -116,7 +116,7 @@ def place_anchors(n: int, lengths: np.ndarray, gap: int, rng: np.random.Generato
     return starts
 
 
-def sample_spans(n: int, params: SpanSamplingParams, rng: np.random.Generator):
+def sample_anchors_and_positives(n: int, params: SpanSamplingParams, rng: np.random.Generator):
     """Anchor and positive spans of an ``n``-token document.
 
     Returns ``(anchors, positives)``: int arrays of shape (A, 2) and (A, P, 2)

@@ -18,4 +18,4 @@ if [[ -z "${NLTK_DATA:-}" && -d "$repo/nltk_data" ]]; then export NLTK_DATA="$re
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
 # importable even without `pip install -e .`; relative paths stay relative to the caller
 export PYTHONPATH="$repo${PYTHONPATH:+:$PYTHONPATH}"
-exec "$PYTHON" -m fairseq_clear.preprocessing.pipeline "$@"
+exec "$PYTHON" -m fairseq_clear.cli.prepare "$@"

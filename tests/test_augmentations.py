@@ -6,9 +6,10 @@ import numpy as np
 import pytest
 
 from fairseq_clear import augmentations as aug
+from fairseq_clear.keyed_rng import KeyedRNG
 
 DEL = 3
-RNG = aug.KeyedRNG()
+RNG = KeyedRNG()
 
 
 def sentences(count=2000, low=5, high=80, seed=0):

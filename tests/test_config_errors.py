@@ -147,7 +147,7 @@ def test_wrong_option_fails_before_training(workspace, tmp_path, extra, expected
     """fairseq-train's start-up, in-process: parse, set up the task, model, criterion, data."""
     from fairseq import tasks
 
-    from fairseq_clear.testing.harness import training_config
+    from harness.runs import training_config
 
     data, extra, expected = _resolve(workspace, extra, expected)
     args = [*train_args(data, tmp_path / "save", *extra)[1:]]

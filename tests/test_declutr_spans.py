@@ -7,13 +7,13 @@ import pytest
 import torch
 from scipy import stats
 
-from fairseq_clear.augmentations import KeyedRNG
+from fairseq_clear.keyed_rng import KeyedRNG
 from fairseq_clear.data import DocumentDataset, DocumentSpansDataset
 from fairseq_clear.span_sampling import (
     SpanSamplingError,
     SpanSamplingParams,
     place_anchors,
-    sample_spans,
+    sample_anchors_and_positives,
 )
 
 PAPER = SpanSamplingParams()  # A=2, P=2, ℓmin=32, ℓmax=512, Beta(4,2) / Beta(2,4)
@@ -23,7 +23,7 @@ def draw(params, lengths_of_docs, seed=0):
     keyed = KeyedRNG()
     out = []
     for i, n in enumerate(lengths_of_docs):
-        out.append((n,) + sample_spans(n, params, keyed(seed, 1, i, 0)))
+        out.append((n,) + sample_anchors_and_positives(n, params, keyed(seed, 1, i, 0)))
     return out
 
 
@@ -90,7 +90,7 @@ def test_positive_window_is_clipped_at_the_document_edges():
     keyed = KeyedRNG()
     for i in range(300):
         n = 32
-        anchors, positives = sample_spans(n, params, keyed(5, 1, i, 0))
+        anchors, positives = sample_anchors_and_positives(n, params, keyed(5, 1, i, 0))
         assert ((positives[..., 0] >= 0) & (positives[..., 1] <= n)).all()
 
 
@@ -100,7 +100,7 @@ def test_single_anchor_start_is_uniform():
     n = 1000
     fractions = []
     for i in range(3000):
-        anchors, _ = sample_spans(n, params, keyed(0, 1, i, 0))
+        anchors, _ = sample_anchors_and_positives(n, params, keyed(0, 1, i, 0))
         s, e = anchors[0]
         fractions.append((s + 0.5) / (n - (e - s) + 1))  # start uniform in [0, n − ℓ]
     assert stats.kstest(fractions, "uniform").pvalue > 1e-3
@@ -113,7 +113,7 @@ def test_anchors_of_a_document_are_at_least_max_length_apart(num_anchors):
     rng = np.random.default_rng(num_anchors)
     # from the bare minimum (2·A·ℓmax) upwards
     for i, n in enumerate(rng.integers(params.required_tokens, 3 * params.required_tokens, 400)):
-        anchors, _ = sample_spans(int(n), params, keyed(0, 1, i, 0))
+        anchors, _ = sample_anchors_and_positives(int(n), params, keyed(0, 1, i, 0))
         ordered = anchors[np.argsort(anchors[:, 0])]
         assert (ordered[1:, 0] - ordered[:-1, 1] >= params.max_length).all()
         assert ordered[0, 0] >= 0 and ordered[-1, 1] <= n
@@ -141,7 +141,7 @@ def test_bad_options_are_refused_naming_the_option():
     with pytest.raises(SpanSamplingError, match="--num-anchors"):
         SpanSamplingParams(num_anchors=0).validate()
     with pytest.raises(SpanSamplingError, match="shorter than"):
-        sample_spans(100, SpanSamplingParams(max_length=64), np.random.default_rng(0))
+        sample_anchors_and_positives(100, SpanSamplingParams(max_length=64), np.random.default_rng(0))
 
 
 class FakeLines:

@@ -18,8 +18,8 @@ import time
 import pytest
 import torch
 
-from fairseq_clear.testing import dist_check
-from fairseq_clear.testing.harness import logged, run_until, torchrun_workers
+from harness import dist_check
+from harness.runs import logged, run_until, torchrun_workers
 from helpers import bin_path, make_binarized, run_cli, synthetic_sentences, train_args
 
 SIZES = [(1, 1), (3, 1), (2, 0), (0, 3), (4, 4)]

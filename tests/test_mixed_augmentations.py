@@ -7,6 +7,7 @@ import pytest
 from scipy import stats
 
 from fairseq_clear import augmentations as aug
+from fairseq_clear.keyed_rng import KeyedRNG
 from helpers import run_cli, train_args
 
 DEL = 4
@@ -24,7 +25,7 @@ def classify(view, tokens):
 def test_views_draw_compositions_with_the_configured_probabilities():
     mixture = aug.parse_mixture("none:0.2;reorder:0.3;del-word:0.5")
     mixed = aug.build_mixture(mixture, aug.AugmentationParams(), del_idx=DEL)
-    keyed = aug.KeyedRNG()
+    keyed = KeyedRNG()
     counts = {"none": 0, "reorder": 0, "del-word": 0}
     pairs = np.zeros((3, 3))
     names = list(counts)
@@ -49,7 +50,7 @@ def test_views_draw_compositions_with_the_configured_probabilities():
 
 def test_zero_probability_entries_are_never_drawn():
     mixed = aug.build_mixture(aug.parse_mixture("none:0;reorder:1"), aug.AugmentationParams(), DEL)
-    keyed = aug.KeyedRNG()
+    keyed = KeyedRNG()
     tokens = np.arange(10, 40)
     assert all(not np.array_equal(mixed(tokens, keyed(0, 1, i, 1)), tokens) for i in range(500))
 

@@ -156,7 +156,7 @@ def test_no_anchors_here(form):
 
 def test_criterion_on_a_batch_of_one_sentence(tiny_data):
     """The whole criterion with one sentence: finite loss, cl_loss 0, MLM still trains."""
-    from fairseq_clear.testing.harness import build_task
+    from harness.runs import build_task
 
     task, cfg = build_task(tiny_data, "--tokens-per-sample", "64")
     model = task.build_model(cfg.model)
@@ -177,7 +177,7 @@ def test_nan_loss_stops_the_trainer_before_the_weights(tiny_data, tmp_path, monk
     NanDetector; the optimizer step is not taken, so no NaN reaches the weights."""
     from fairseq.trainer import Trainer
 
-    from fairseq_clear.testing.harness import build_task
+    from harness.runs import build_task
 
     task, cfg = build_task(
         tiny_data, "--tokens-per-sample", "64", "--optimizer", "adam", "--lr", "1e-3",

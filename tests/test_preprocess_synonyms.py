@@ -77,7 +77,7 @@ def test_wordnet_table_has_one_word_synonyms_without_the_word(wordnet_table):
 
 def test_wordnet_cli_pos_max_and_capitalized_options(tmp_path, capsys):
     need_wordnet()
-    from fairseq_clear.preprocessing.synonym_tables import main
+    from fairseq_clear.cli.synonyms import main
 
     out = tmp_path / "verbs.json"
     main(["wordnet", str(out), "--pos", "v", "--max-synonyms", "3"])
@@ -101,7 +101,7 @@ def test_wordnet_cli_pos_max_and_capitalized_options(tmp_path, capsys):
 def test_wordnet_table_loads_in_subs_and_substitutes(wordnet_table, tiny_data):
     """The task builds its synonym index from the table, and `subs` (at --subs-rate 1) changes
     exactly the sentences that have a word with a synonym, into synonyms from the table."""
-    from fairseq_clear.augmentations import KeyedRNG
+    from fairseq_clear.keyed_rng import KeyedRNG
 
     path, _, table = wordnet_table
     task = clear_task(tiny_data, path, "subs", 512, "--subs-rate", "1.0")

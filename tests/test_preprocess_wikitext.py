@@ -40,7 +40,7 @@ def wikitext(tmp_path_factory):
 
 def clear_synonyms(capsys, *args):
     """The clear-synonyms CLI, in this process (its output parsed)."""
-    from fairseq_clear.preprocessing.synonym_tables import main
+    from fairseq_clear.cli.synonyms import main
 
     capsys.readouterr()
     main([str(a) for a in args])
@@ -116,7 +116,7 @@ def test_coverage_is_what_subs_sees_and_fairseq_train_uses_the_table(wikitext, c
     covered, words = synonym_coverage(task.synonym_index,
                                       (sentences[i][1:-1].numpy() for i in range(len(sentences))))
     assert (covered, words) == (cov["words_with_synonym"], cov["words"])
-    from fairseq_clear.augmentations import KeyedRNG
+    from fairseq_clear.keyed_rng import KeyedRNG
 
     rng = KeyedRNG()
     changed = 0

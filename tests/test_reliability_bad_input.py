@@ -1,4 +1,4 @@
-"""The bad-input suite: a nasty corpus (fairseq_clear.testing.nasty_corpus) through the
+"""The bad-input suite: a nasty corpus (harness.nasty_corpus) through the
 real ``clear-prepare``, ``fairseq-train`` (CLEAR with several augmentations, DeCLUTR) and
 the hub's ``embed()``: zero crashes, every dropped/altered line counted in the summary,
 no special token inside a sentence, and no empty view ever fed to the model.
@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 import torch
 
-from fairseq_clear.testing.harness import build_task, logged
-from fairseq_clear.testing.nasty_corpus import synonym_table, write_nasty_corpus
+from harness.runs import build_task, logged
+from harness.nasty_corpus import synonym_table, write_nasty_corpus
 from helpers import bin_path, run_cli, train_args
 
 BIG_LINE_BYTES = int(float(os.environ.get("NASTY_BIG_LINE_MB", "2")) * 1024 * 1024)

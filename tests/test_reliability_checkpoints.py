@@ -22,7 +22,7 @@ from fairseq_clear.checkpoint_safety import (
     UnsafeCheckpointError,
     safe_load,
 )
-from fairseq_clear.testing.harness import logged
+from harness.runs import logged
 from helpers import REPO, bin_path, run_cli, train_args
 
 

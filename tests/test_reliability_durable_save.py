@@ -12,7 +12,7 @@ import fairseq_clear  # noqa: F401  (applies the fixes)
 from fairseq import checkpoint_utils
 from fairseq_clear.checkpoint_safety import CorruptCheckpointError, safe_load, zip_damage
 from fairseq_clear.fairseq_fixes import durable_save, save_dir_lock
-from fairseq_clear.testing.harness import logged
+from harness.runs import logged
 from helpers import run_cli, train_args
 
 FAULTS = str(Path(__file__).parent / "fault_injection")

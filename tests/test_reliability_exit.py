@@ -6,7 +6,7 @@ and a corpus smaller than --required-batch-size-multiple still trains."""
 import time
 
 from fairseq_clear.fairseq_fixes import prefetch_threads
-from fairseq_clear.testing.harness import build_task, logged
+from harness.runs import build_task, logged
 from helpers import make_binarized, run_cli, synthetic_sentences, train_args
 
 

@@ -14,7 +14,7 @@ import torch
 
 import pytest
 
-from fairseq_clear.testing.harness import (
+from harness.runs import (
     by_update,
     load_state,
     logged,
@@ -104,7 +104,7 @@ def _views_per_epoch(task, num_workers, use_fairseq_default):
         task, task.dataset("train"), max_sentences=64, seed=1, num_workers=num_workers, epoch=1,
         disable_iterator_cache=True,
     )
-    from fairseq_clear.testing.harness import epoch_batches
+    from harness.runs import epoch_batches
 
     epochs = epoch_batches(task, "train", itr, 2)
     return [
@@ -116,7 +116,7 @@ def _views_per_epoch(task, num_workers, use_fairseq_default):
 
 def test_worker_loaders_see_each_new_epoch(tiny_data):
     """Views and masks of epoch 2 drawn in a DataLoader worker equal those drawn in-process."""
-    from fairseq_clear.testing.harness import build_task
+    from harness.runs import build_task
 
     task, _ = build_task(tiny_data, "--tokens-per-sample", "64")
     reference = _views_per_epoch(task, 0, use_fairseq_default=False)

@@ -19,7 +19,7 @@ import torch
 import fairseq_clear  # noqa: F401  (patches fairseq's loader)
 from fairseq import checkpoint_utils
 from fairseq_clear.checkpoint_safety import UnsupportedCheckpointError, check_checkpoint_config, safe_load
-from fairseq_clear.testing.harness import logged
+from harness.runs import logged
 from helpers import bin_path, run_cli, train_args
 
 

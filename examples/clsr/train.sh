@@ -36,7 +36,7 @@ DATA=$1; INIT=$2; shift 2
 [[ -f "$DATA/pairs.json" ]] || { echo "error: '$DATA' has no pairs.json: build it with clear-prepare-pairs" >&2; exit 1; }
 SAVE_DIR=${SAVE_DIR:-checkpoints/clsr}
 USER_DIR=$(clear-user-dir 2>/dev/null || echo fairseq_clear)
-read -r -a MODEL_ARGS <<< "$(python -m fairseq_clear.evaluation.glue model-args "$INIT")"
+read -r -a MODEL_ARGS <<< "$(python -m fairseq_clear.cli.glue model-args "$INIT")"
 # e and h default to the encoder's width (768 for a base model, as in the paper)
 E_DIM=${E_DIM:-$(printf '%s\n' "${MODEL_ARGS[@]}" | grep -A1 -- '--encoder-embed-dim' | tail -1)}
 if [[ "${CPU:-0}" == "1" ]]; then

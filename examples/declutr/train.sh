@@ -62,7 +62,7 @@ fi
 INIT_ARGS=()
 if [[ "$INIT" != "-" ]]; then
   # the encoder's arch, sizes and positions are the checkpoint's (they override ARCH)
-  read -r -a MODEL_ARGS <<< "$(python -m fairseq_clear.evaluation.glue model-args "$INIT")"
+  read -r -a MODEL_ARGS <<< "$(python -m fairseq_clear.cli.glue model-args "$INIT")"
   INIT_ARGS=(--finetune-from-model "$INIT" "${MODEL_ARGS[@]}")
 fi
 

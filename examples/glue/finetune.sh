@@ -39,9 +39,9 @@ SETTINGS_ARGS=()
 [[ -n "${MAX_EPOCH:-}" ]] && SETTINGS_ARGS+=(--max-epoch "$MAX_EPOCH")
 [[ -n "${MAX_SENTENCES:-}" ]] && SETTINGS_ARGS+=(--batch-size "$MAX_SENTENCES")
 # NUM_CLASSES LR MAX_SENTENCES MAX_EPOCH TOTAL_NUM_UPDATES WARMUP_UPDATES BEST_METRIC MAXIMIZE CRITERION_ARGS
-eval "$("$PYTHON" -m fairseq_clear.evaluation.glue settings "$TASK" "$DATA_BIN" ${SETTINGS_ARGS[@]+"${SETTINGS_ARGS[@]}"})"
+eval "$("$PYTHON" -m fairseq_clear.cli.glue settings "$TASK" "$DATA_BIN" ${SETTINGS_ARGS[@]+"${SETTINGS_ARGS[@]}"})"
 # the encoder's shape and positions must match the checkpoint's
-MODEL_ARGS=$("$PYTHON" -m fairseq_clear.evaluation.glue model-args "$CHECKPOINT")
+MODEL_ARGS=$("$PYTHON" -m fairseq_clear.cli.glue model-args "$CHECKPOINT")
 USER_DIR=$("$PYTHON" -c "import fairseq_clear.cli.user_dir as u; print(u.path())")
 
 if [[ "${CPU:-0}" == "1" ]]; then
@@ -75,4 +75,4 @@ fairseq-train "$DATA_BIN" \
   "${DEVICE_ARGS[@]}" \
   "$@" 2>&1 | tee "$SAVE_DIR/train.log"
 
-"$PYTHON" -m fairseq_clear.evaluation.glue summarize "$SAVE_DIR/train.log" "$TASK" --json "$SAVE_DIR/dev_metrics.json"
+"$PYTHON" -m fairseq_clear.cli.glue summarize "$SAVE_DIR/train.log" "$TASK" --json "$SAVE_DIR/dev_metrics.json"

@@ -43,7 +43,7 @@ for TASK in "${TASKS[@]}"; do
   RAW="$OUT_DIR/$TASK-raw"
   rm -rf "$DEST" "$RAW"
   # header and column handling, tokenisation: fairseq_clear/evaluation/glue.py
-  "$PYTHON" -m fairseq_clear.evaluation.glue split "$GLUE_DIR" "$TASK" "$SPM" "$RAW"
+  "$PYTHON" -m fairseq_clear.cli.glue split "$GLUE_DIR" "$TASK" "$SPM" "$RAW"
 
   DEV_SPLITS=dev; TEST_SPLITS=test
   if [[ "$TASK" == "MNLI" ]]; then
@@ -70,7 +70,7 @@ for TASK in "${TASKS[@]}"; do
     cp "$RAW/dev.label" "$DEST/label/valid.label"
   fi
   # the hub finds the tokenizer next to the data (ClearRobertaModel.from_pretrained)
-  "$PYTHON" -m fairseq_clear.evaluation.glue copy-tokenizer "$SPM" "$DEST"
+  "$PYTHON" -m fairseq_clear.cli.glue copy-tokenizer "$SPM" "$DEST"
   rm -rf "$RAW"
   echo "wrote $DEST"
 done

@@ -72,7 +72,7 @@ case "$MODE" in
   clear)
     # CLEAR (000 §4.1) continued from a pre-trained encoder: MLM on s + NT-Xent between two
     # augmented views, [CLS], the 2-layer projection head, τ = 0.1 (the task's paper defaults)
-    read -r -a MODEL_ARGS <<< "$(python -m fairseq_clear.evaluation.glue model-args "$INIT")"
+    read -r -a MODEL_ARGS <<< "$(python -m fairseq_clear.cli.glue model-args "$INIT")"
     USER_DIR=$(clear-user-dir 2>/dev/null || echo fairseq_clear)
     if [[ "${CPU:-0}" == "1" ]]; then
       MAX_UPDATE=${MAX_UPDATE:-300}; SETTINGS=(--batch-size 32 --cpu --num-workers 0 --log-interval 10)

@@ -31,7 +31,7 @@ DATA=$1; INIT=$2; shift 2
 SAVE_DIR=${SAVE_DIR:-checkpoints/simcse-sup}
 USER_DIR=$(clear-user-dir 2>/dev/null || echo fairseq_clear)
 # the encoder's arch, sizes and positions are the checkpoint's
-read -r -a MODEL_ARGS <<< "$(python -m fairseq_clear.evaluation.glue model-args "$INIT")"
+read -r -a MODEL_ARGS <<< "$(python -m fairseq_clear.cli.glue model-args "$INIT")"
 if [[ "${CPU:-0}" == "1" ]]; then
   MAX_UPDATE=${MAX_UPDATE:-300}
   # a 2-layer model's [CLS] carries little: mean pooling, and a higher lr

@@ -3,11 +3,28 @@
 The conversion lives in :mod:`fairseq_clear.export.from_hf`; this is its console script.
 """
 
+import argparse
 import os
 
-from ..export.from_hf import ImportHfError, get_parser, import_hf
+from ..export.from_hf import ImportHfError, import_hf
 from ..export.output_dir import OutputDirError
 from .hub_args import fail, setup_logging
+
+
+def get_parser():
+    p = argparse.ArgumentParser(
+        prog="clear-import-hf",
+        description="Import a local Hugging Face BERT / RoBERTa / XLM-R model directory as a fairseq "
+        "RoBERTa directory (model.pt, dict.txt, tokenizer) for fairseq-train --restore-file, the hub "
+        "and every clear-* tool. Nothing is downloaded.",
+    )
+    p.add_argument("model_dir", help="Hugging Face model directory (config.json, weights, tokenizer files)")
+    p.add_argument("out_dir", help="output directory: new or empty, unless --overwrite")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace the files a previous import wrote into out_dir (and nothing else)")
+    p.add_argument("--tolerance", type=float, default=1e-4,
+                   help="largest allowed difference to transformers' last hidden states (default: 1e-4)")
+    return p
 
 
 def main(argv=None):

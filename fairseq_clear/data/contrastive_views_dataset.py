@@ -2,7 +2,8 @@ import numpy as np
 import torch
 from fairseq.data import BaseWrapperDataset, data_utils
 
-from ..augmentations import Augmentation, KeyedRNG
+from ..augmentations import Augmentation
+from ..keyed_rng import KeyedRNG
 
 
 class ContrastiveViewsDataset(BaseWrapperDataset):

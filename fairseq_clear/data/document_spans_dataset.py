@@ -4,8 +4,8 @@ import numpy as np
 import torch
 from fairseq.data import BaseWrapperDataset, LRUCacheDataset
 
-from ..augmentations import KeyedRNG
-from ..span_sampling import SpanSamplingParams, sample_spans
+from ..keyed_rng import KeyedRNG
+from ..span_sampling import SpanSamplingParams, sample_anchors_and_positives
 
 
 class DocumentSpansDataset(BaseWrapperDataset):
@@ -14,7 +14,7 @@ class DocumentSpansDataset(BaseWrapperDataset):
     Item ``i`` is a list of ``A + A·P`` tensors ``<s> span </s>``: the A anchors,
     then the positives anchor-major (positive ``p`` of anchor ``a`` at
     ``A + a·P + p``). Spans are drawn by
-    :func:`fairseq_clear.span_sampling.sample_spans` from a generator keyed by
+    :func:`fairseq_clear.span_sampling.sample_anchors_and_positives` from a generator keyed by
     (seed, epoch, document index), so they are reproducible, change every
     epoch and replay exactly after a resume. Spans longer than
     ``max_body_len`` (``--tokens-per-sample`` − 2) are cut to it, as DeCLUTR's
@@ -62,7 +62,7 @@ class DocumentSpansDataset(BaseWrapperDataset):
     def spans(self, index: int):
         """``(anchors (A, 2), positives (A, P, 2))``: ``[start, end)`` positions in document ``index``."""
         rng = self._rng(self.seed, self.epoch, index, 0)
-        return sample_spans(int(self.dataset.sizes[index]), self.params, rng)
+        return sample_anchors_and_positives(int(self.dataset.sizes[index]), self.params, rng)
 
     def _wrap(self, tokens):
         body = tokens[: self.max_body_len]

@@ -23,7 +23,6 @@ Nothing in the directory is executed: config.json is JSON, weights are
 safetensors or a weights-only torch pickle, tokenizers are data files.
 """
 
-import argparse
 import json
 import logging
 import os
@@ -425,19 +424,3 @@ def verify(model_dir, staged_dir, cfg, sentences=CHECK_SENTENCES):
             theirs = ref(**batch).last_hidden_state[0]
             worst = max(worst, float((ours - theirs).abs().max()))
     return worst
-
-
-def get_parser():
-    p = argparse.ArgumentParser(
-        prog="clear-import-hf",
-        description="Import a local Hugging Face BERT / RoBERTa / XLM-R model directory as a fairseq "
-        "RoBERTa directory (model.pt, dict.txt, tokenizer) for fairseq-train --restore-file, the hub "
-        "and every clear-* tool. Nothing is downloaded.",
-    )
-    p.add_argument("model_dir", help="Hugging Face model directory (config.json, weights, tokenizer files)")
-    p.add_argument("out_dir", help="output directory: new or empty, unless --overwrite")
-    p.add_argument("--overwrite", action="store_true",
-                   help="replace the files a previous import wrote into out_dir (and nothing else)")
-    p.add_argument("--tolerance", type=float, default=1e-4,
-                   help="largest allowed difference to transformers' last hidden states (default: 1e-4)")
-    return p

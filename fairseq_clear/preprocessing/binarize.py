@@ -32,14 +32,16 @@ def fairseq_preprocess_command() -> List[str]:
 
 
 def run_fairseq_preprocess(dict_path: str, prefixes: Dict[str, str], destdir: str, workers: int,
-                           expected_tokens: int, enabled_progress: bool = True,
+                           expected_tokens: int = 0, enabled_progress: bool = True,
                            log_path: str = "") -> str:
     """Run fairseq-preprocess into ``destdir``; returns its output (also written to ``log_path``).
 
+    The one binarize path of clear-prepare, clear-prepare-pairs and GLUE.
     ``prefixes``: split name ("train", "valid", "test") → text file of pieces.
     ``expected_tokens``: tokens incl. one ``</s>`` per line, for the progress bar
-    (fairseq-preprocess has none; the bar follows the size of the .bin files).
+    (fairseq-preprocess has none; the bar follows the size of the .bin files; 0: no bar).
     """
+    enabled_progress = enabled_progress and expected_tokens > 0
     cmd = fairseq_preprocess_command() + [
         "--only-source", "--srcdict", dict_path, "--destdir", destdir,
         "--workers", str(max(1, workers)), "--dataset-impl", "mmap",
@@ -81,6 +83,14 @@ def run_fairseq_preprocess(dict_path: str, prefixes: Dict[str, str], destdir: st
             f"fairseq-preprocess failed (exit {proc.returncode}); its output:\n{output[-4000:]}"
         )
     return output
+
+
+def count_lines(prefix: str) -> int:
+    """Lines of the binarized split at ``prefix`` as fairseq reads them (-1 when absent)."""
+    from fairseq.data import data_utils
+
+    dataset = data_utils.load_indexed_dataset(prefix, None)
+    return len(dataset) if dataset is not None else -1
 
 
 def _listdir(d):

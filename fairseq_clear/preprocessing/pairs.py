@@ -41,20 +41,17 @@ Nothing is dropped silently: every skipped row is counted by reason, printed
 and written to ``pairs.json``.
 """
 
-import argparse
 import collections
 import csv
 import json
 import logging
 import os
 import shutil
-import subprocess
-import sys
-from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Tuple
 
 from .. import vocabulary
 from . import encode as encode_mod
+from .binarize import count_lines, run_fairseq_preprocess
 from .common import PrepareError
 
 logger = logging.getLogger(__name__)
@@ -357,82 +354,12 @@ def assemble(rows: Rows, hard_negatives: bool) -> List[Tuple[str, str, Optional[
 
 # ---- encoding and binarizing -----------------------------------------------------------
 
-def fairseq_preprocess() -> List[str]:
-    script = Path(sys.executable).parent / "fairseq-preprocess"
-    if script.is_file():
-        return [str(script)]
-    found = shutil.which("fairseq-preprocess")
-    return [found] if found else [sys.executable, "-m", "fairseq_cli.preprocess"]
-
-
 def encode(vocab, sentences: List[str]) -> List[str]:
     """dict.txt symbols of each sentence, space-separated (fairseq-preprocess input).
 
     ``vocab``: :func:`fairseq_clear.preprocessing.encode.tokenizer_vocabulary`'s result."""
     encode_ids, pieces = vocab[0], vocab[1]
     return [" ".join(pieces[i] for i in encode_ids(s)) for s in sentences]
-
-
-def binarize(dict_path: str, prefixes: Dict[str, str], destdir: str, workers: int):
-    cmd = fairseq_preprocess() + [
-        "--only-source", "--srcdict", dict_path, "--destdir", destdir,
-        "--workers", str(max(1, workers)), "--dataset-impl", "mmap",
-    ]
-    for split, prefix in prefixes.items():
-        cmd += [f"--{split}pref", prefix]
-    env = dict(os.environ)
-    env.setdefault("OMP_NUM_THREADS", "1")
-    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
-    if proc.returncode != 0:
-        raise PrepareError(f"fairseq-preprocess failed for {destdir}:\n{proc.stdout[-3000:]}")
-
-
-def count_binarized(prefix: str) -> int:
-    from fairseq.data import data_utils
-
-    dataset = data_utils.load_indexed_dataset(prefix, None)
-    return len(dataset) if dataset is not None else -1
-
-
-# ---- main -------------------------------------------------------------------------------
-
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="clear-prepare-pairs",
-        description="Labelled sentence pairs (SimCSE NLI csv, SNLI/MultiNLI jsonl, STS-B, "
-        "MRPC, SICK, Quora) -> the binarized data of --task contrastive_pairs.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-    )
-    p.add_argument("--train", nargs="+", required=True, help="training file(s), concatenated")
-    p.add_argument("--valid", nargs="+", default=[], help="validation file(s)")
-    p.add_argument("--test", nargs="+", default=[], help="test file(s)")
-    p.add_argument("--format", choices=FORMATS, default="auto", help="input format")
-    p.add_argument(
-        "--data", "--tokenizer-from", dest="data", required=True,
-        help="the directory whose tokenizer and dict.txt the pairs are encoded with: the "
-        "pre-training data-bin, or a model directory (clear-import-hf's output, fairseq's "
-        "roberta.base with encoder.json + vocab.bpe)",
-    )
-    p.add_argument("--sentencepiece-model", default="",
-                   help="a sentencepiece model to use instead of DATA's tokenizer")
-    p.add_argument("--dict", default="", help="default: DATA/dict.txt")
-    p.add_argument("--out", required=True, help="output data directory")
-    p.add_argument(
-        "--sts-threshold", type=float, default=4.0,
-        help="stsb: pairs scoring above this are positives (CLSR: 4; GLUE STS-B train has 1,052 such pairs)",
-    )
-    p.add_argument(
-        "--sick-score-threshold", type=float, default=None,
-        help="sick: use relatedness > this (SICK-R, 1-5) for positives instead of ENTAILMENT",
-    )
-    hard = p.add_mutually_exclusive_group()
-    hard.add_argument(
-        "--hard-negatives", dest="hard_negatives", action="store_true", default=None,
-        help="add a hard-negative column (default for simcse-csv with hard_neg and nli-jsonl)",
-    )
-    hard.add_argument("--no-hard-negatives", dest="hard_negatives", action="store_false")
-    p.add_argument("--workers", type=int, default=1, help="fairseq-preprocess workers")
-    return p
 
 
 def _tokenizer(args):
@@ -507,9 +434,9 @@ def prepare(args) -> Dict:
             prefixes[column][split] = raw + ".spm"
     for column in columns:
         dest = os.path.join(args.out, column)
-        binarize(dict_path, prefixes[column], dest, args.workers)
+        run_fairseq_preprocess(dict_path, prefixes[column], dest, args.workers)
         for split, triples in assembled.items():
-            n = count_binarized(os.path.join(dest, split))
+            n = count_lines(os.path.join(dest, split))
             if n != len(triples):
                 raise PrepareError(
                     f"{dest}/{split}: fairseq-preprocess wrote {n} lines for {len(triples)} rows"
@@ -540,20 +467,3 @@ def print_report(summary: Dict, out: str):
               f"{skipped} skipped")
         for reason, n in r["skipped"].items():
             print(f"    skipped {n}: {reason}")
-
-
-def main(argv=None):
-    logging.basicConfig(format="%(asctime)s | %(levelname)s | %(name)s | %(message)s",
-                        level=logging.INFO, stream=sys.stderr)
-    args = build_parser().parse_args(argv)
-    try:
-        summary = prepare(args)
-    except PrepareError as e:
-        print(f"clear-prepare-pairs: error: {e}", file=sys.stderr)
-        return 2
-    print_report(summary, args.out)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -21,7 +21,6 @@ import json
 import logging
 import os
 import shutil
-import sys
 import time
 from typing import Dict, List, Optional, Sequence
 
@@ -655,36 +654,3 @@ def format_summary(s: Dict) -> str:
         lines.append(f"WARNING: {w}")
     lines.append(f"summary: {os.path.join(s['out_dir'], 'summary.json')}")
     return "\n".join(lines)
-
-
-def main(argv: Optional[Sequence[str]] = None):
-    parser = argparse.ArgumentParser(
-        prog="clear-prepare",
-        usage="%(prog)s RAW... OUT_DIR [options]",
-        description="Raw text → sentences → sentencepiece → fairseq-preprocess: a data directory "
-        "for fairseq-train --user-dir fairseq_clear --task clear. Resumable: re-running skips "
-        "the steps whose outputs are complete. See preprocess/README.md.",
-    )
-    add_args(parser)
-    args = parser.parse_args(argv)
-    if len(args.paths) < 2:
-        parser.error("need at least one RAW input and the OUT_DIR")
-    *inputs, out_dir = args.paths
-    options = {k: v for k, v in vars(args).items() if k != "paths"}
-    logging.basicConfig(
-        format="%(asctime)s | %(levelname)s | %(name)s | %(message)s",
-        datefmt="%Y-%m-%d %H:%M:%S",
-        level=logging.INFO,
-        stream=sys.stderr,
-        force=True,
-    )
-    try:
-        summary = prepare(inputs, out_dir, **options)
-    except PrepareError as e:
-        print(f"clear-prepare: error: {e}", file=sys.stderr)
-        sys.exit(2)
-    print(format_summary(summary))
-
-
-if __name__ == "__main__":
-    main()

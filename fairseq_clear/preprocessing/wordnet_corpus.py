@@ -12,10 +12,7 @@ Glosses and examples are written as WordNet has them (lower-case glosses without
 a final period); only whitespace is normalised.
 """
 
-import argparse
-import json
 import os
-import sys
 from typing import Dict, Optional, Sequence
 
 from .common import PrepareError, atomic_write, check_output_dir
@@ -73,30 +70,3 @@ def build_wordnet_corpus(out_path: str, pos: Optional[Sequence[str]] = None,
     stats.update(path=os.path.abspath(out_path), bytes=os.path.getsize(out_path),
                  wordnet=str(wn.get_version()), prepare_args=PREPARE_ARGS)
     return stats
-
-
-def main(argv: Optional[Sequence[str]] = None):
-    parser = argparse.ArgumentParser(
-        prog="python -m fairseq_clear.preprocessing.wordnet_corpus",
-        description="Write WordNet's glosses and examples as a small demo corpus (one synset "
-        "per document, one sentence per line); prepare it with clear-prepare "
-        + " ".join(PREPARE_ARGS),
-    )
-    parser.add_argument("output", help="text file to write")
-    parser.add_argument("--pos", default="n,v,a,r",
-                        help="parts of speech, comma-separated subset of n,v,a,r (default: %(default)s)")
-    parser.add_argument("--no-examples", dest="examples", action="store_false",
-                        help="glosses only, without the usage examples")
-    args = parser.parse_args(argv)
-    from .synonym_tables import parse_pos
-
-    try:
-        stats = build_wordnet_corpus(args.output, parse_pos(args.pos), args.examples)
-    except PrepareError as e:
-        print(f"wordnet_corpus: error: {e}", file=sys.stderr)
-        sys.exit(2)
-    print(json.dumps(stats, indent=2))
-
-
-if __name__ == "__main__":
-    main()

@@ -29,7 +29,7 @@ sys.path.insert(0, str(REPO / "tests"))
 from helpers import bin_path, make_binarized, synthetic_sentences, train_args  # noqa: E402
 
 from fairseq_clear.fairseq_fixes.heartbeat_timeout import HEARTBEAT_KILL_GRACE_S  # noqa: E402
-from fairseq_clear.testing.harness import run_until, torchrun_workers  # noqa: E402
+from harness.runs import run_until, torchrun_workers  # noqa: E402
 
 
 def free_port():

@@ -25,7 +25,7 @@ sys.path.insert(0, str(REPO / "tests"))
 
 from helpers import make_binarized, synthetic_sentences, train_args  # noqa: E402
 
-from fairseq_clear.testing.harness import (  # noqa: E402
+from harness.runs import (  # noqa: E402
     by_update, load_state, logged, max_abs_diff, optimizer_tensors, run_until, saved_at,
 )
 

@@ -165,7 +165,9 @@ def training_config(data, *extra, arch: str = "clear_roberta_tiny"):
     from fairseq import options
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
-    user_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    import fairseq_clear
+
+    user_dir = os.path.dirname(os.path.abspath(fairseq_clear.__file__))
     argv = [
         str(data), "--user-dir", user_dir, "--task", "clear", "--criterion", "clear",
         "--arch", arch, "--cpu", *[str(a) for a in extra],

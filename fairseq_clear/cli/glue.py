@@ -1,0 +1,76 @@
+"""``clear-glue``: the GLUE steps of examples/glue (split, copy-tokenizer, settings, model-args, summarize).
+
+    clear-glue split GLUE_DIR TASK TOKENIZER OUT       # or python -m fairseq_clear.cli.glue ...
+
+The GLUE data, settings and metric code live in :mod:`fairseq_clear.evaluation.glue`; this is
+its console script.
+"""
+
+import argparse
+import json
+import sys
+
+from ..evaluation.glue import (
+    TASKS,
+    GlueDataError,
+    copy_tokenizer,
+    model_args,
+    settings,
+    split_task,
+    summarize,
+)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="clear-glue", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("split", help="GLUE tsv -> tokenized input0/input1/label text files")
+    p.add_argument("glue_dir", help="GLUE data directory (glue_data/ with one folder per task)")
+    p.add_argument("task", choices=list(TASKS), help="GLUE task")
+    p.add_argument("tokenizer", help="the pre-training data's sentencepiece.model, or a data or model "
+                   "directory holding dict.txt and its tokenizer (clear-import-hf's output, roberta.base)")
+    p.add_argument("out_dir", help="directory for SPLIT.input0, SPLIT.input1, SPLIT.label")
+    p = sub.add_parser("copy-tokenizer", help="copy a data or model directory's tokenizer files and record")
+    p.add_argument("source", help="the directory (or a sentencepiece model)")
+    p.add_argument("dest", help="the binarized GLUE task directory")
+    p = sub.add_parser("settings", help="README.glue.md settings as shell variables")
+    p.add_argument("task", choices=list(TASKS), help="GLUE task")
+    p.add_argument("data_bin", help="the task's binarized data (prepare.sh output)")
+    p.add_argument("--cpu", action="store_true", help="the CPU-sized variant (3 epochs unless --max-epoch)")
+    p.add_argument("--batch-size", type=int, help="sentences per batch (default: README's)")
+    p.add_argument("--max-epoch", type=int, help="epochs (default: 10, or 3 with --cpu)")
+    p = sub.add_parser("model-args", help="--arch and size flags of a clear_roberta checkpoint")
+    p.add_argument("checkpoint", help="the pre-trained checkpoint")
+    p = sub.add_parser("summarize", help="GLUE dev metric from a fairseq-train JSON log")
+    p.add_argument("log", help="fairseq-train output written with --log-format json")
+    p.add_argument("task", choices=list(TASKS), help="GLUE task")
+    p.add_argument("--json", metavar="FILE", help="also write the summary as JSON")
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "split":
+            counts = split_task(args.glue_dir, args.task, args.tokenizer, args.out_dir)
+            print(" ".join(f"{k}={v}" for k, v in counts.items()))
+        elif args.command == "copy-tokenizer":
+            copy_tokenizer(args.source, args.dest)
+        elif args.command == "settings":
+            for k, v in settings(args.task, args.data_bin, args.cpu, args.batch_size, args.max_epoch).items():
+                print(f"{k}='{v}'")
+        elif args.command == "model-args":
+            print(" ".join(model_args(args.checkpoint)))
+        elif args.command == "summarize":
+            summary = summarize(args.log, args.task)
+            metric = summary["metric"]
+            for r in summary["validations"]:
+                print(f"epoch {r['epoch']:3d}  update {r['num_updates']:7d}  {metric} {r[metric]:.1f}")
+            best = summary["best"]
+            print(f"{args.task} dev {metric} (GLUE metric, best validation): {best[metric]:.1f} "
+                  f"(epoch {best['epoch']}, update {best['num_updates']})")
+            if args.json:
+                with open(args.json, "w", encoding="utf-8") as f:
+                    json.dump(summary, f, indent=2)
+    except GlueDataError as e:
+        sys.exit(f"error: {e}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,68 @@
+"""``clear-prepare-pairs``: labelled sentence pairs -> the binarized data of ``--task contrastive_pairs``.
+
+The readers and the binarizing live in :mod:`fairseq_clear.preprocessing.pairs`; this is its
+console script.
+"""
+
+import argparse
+import logging
+import sys
+
+from ..preprocessing.common import PrepareError
+from ..preprocessing.pairs import FORMATS, prepare, print_report
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="clear-prepare-pairs",
+        description="Labelled sentence pairs (SimCSE NLI csv, SNLI/MultiNLI jsonl, STS-B, "
+        "MRPC, SICK, Quora) -> the binarized data of --task contrastive_pairs.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    p.add_argument("--train", nargs="+", required=True, help="training file(s), concatenated")
+    p.add_argument("--valid", nargs="+", default=[], help="validation file(s)")
+    p.add_argument("--test", nargs="+", default=[], help="test file(s)")
+    p.add_argument("--format", choices=FORMATS, default="auto", help="input format")
+    p.add_argument(
+        "--data", "--tokenizer-from", dest="data", required=True,
+        help="the directory whose tokenizer and dict.txt the pairs are encoded with: the "
+        "pre-training data-bin, or a model directory (clear-import-hf's output, fairseq's "
+        "roberta.base with encoder.json + vocab.bpe)",
+    )
+    p.add_argument("--sentencepiece-model", default="",
+                   help="a sentencepiece model to use instead of DATA's tokenizer")
+    p.add_argument("--dict", default="", help="default: DATA/dict.txt")
+    p.add_argument("--out", required=True, help="output data directory")
+    p.add_argument(
+        "--sts-threshold", type=float, default=4.0,
+        help="stsb: pairs scoring above this are positives (CLSR: 4; GLUE STS-B train has 1,052 such pairs)",
+    )
+    p.add_argument(
+        "--sick-score-threshold", type=float, default=None,
+        help="sick: use relatedness > this (SICK-R, 1-5) for positives instead of ENTAILMENT",
+    )
+    hard = p.add_mutually_exclusive_group()
+    hard.add_argument(
+        "--hard-negatives", dest="hard_negatives", action="store_true", default=None,
+        help="add a hard-negative column (default for simcse-csv with hard_neg and nli-jsonl)",
+    )
+    hard.add_argument("--no-hard-negatives", dest="hard_negatives", action="store_false")
+    p.add_argument("--workers", type=int, default=1, help="fairseq-preprocess workers")
+    return p
+
+
+def main(argv=None):
+    logging.basicConfig(format="%(asctime)s | %(levelname)s | %(name)s | %(message)s",
+                        level=logging.INFO, stream=sys.stderr)
+    args = build_parser().parse_args(argv)
+    try:
+        summary = prepare(args)
+    except PrepareError as e:
+        print(f"clear-prepare-pairs: error: {e}", file=sys.stderr)
+        return 2
+    print_report(summary, args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
