@@ -157,20 +157,44 @@ def read_sts_year(directory: str, year: str, skip_malformed: bool = False) -> St
     return pairs
 
 
+# ---- the STS-B and SICK formats: one reader of each, for evaluation and clear-prepare-pairs ----
+
+#: SICK's columns in its release order (SentEval's copies are read by these positions)
+SICK_COLUMNS = ("pair_ID", "sentence_A", "sentence_B", "relatedness_score", "entailment_judgment")
+
+
+def sts_benchmark_record(line: str):
+    """(score text, sentence1, sentence2) of a line of the original STS-B csv (sts-*.csv: genre,
+    file, year, id, score, sentence1, sentence2[, sources]); ValueError if it has fewer fields."""
+    fields = line.strip().split("\t")
+    if len(fields) < 7:
+        raise ValueError(f"expected at least 7 tab-separated columns, found {len(fields)}")
+    return fields[4], fields[5], fields[6]
+
+
+def sick_columns(header: str) -> Dict[str, int]:
+    """The column of each of ``SICK_COLUMNS`` present in a SICK header line: by name, or, for a
+    header that names none of them, SICK's release order."""
+    names = [h.strip().lower() for h in header.split("\t")]
+    found = {c: names.index(c.lower()) for c in SICK_COLUMNS if c.lower() in names}
+    return found or {c: k for k, c in enumerate(SICK_COLUMNS)}
+
+
 def read_sts_benchmark(path: str, skip_malformed: bool = False) -> StsPairs:
     """An STS-B csv (tab-separated; score, s1, s2 in columns 5-7; extra columns ignored)."""
     problems, sent1, sent2, scores = [], [], [], []
     for lineno, line in enumerate(_read_lines(path), start=1):
-        fields = line.strip().split("\t")
-        if len(fields) < 7:
-            problems.append(f"{path}:{lineno}: expected at least 7 tab-separated columns, found {len(fields)}")
+        try:
+            score_text, s1, s2 = sts_benchmark_record(line)
+        except ValueError as e:
+            problems.append(f"{path}:{lineno}: {e}")
             continue
-        score = _parse_score(fields[4])
+        score = _parse_score(score_text)
         if score is None:
-            problems.append(f"{path}:{lineno}: score '{fields[4][:30]}' (column 5) is not a number")
+            problems.append(f"{path}:{lineno}: score '{score_text[:30]}' (column 5) is not a number")
             continue
-        sent1.append(_normalize(fields[5]))
-        sent2.append(_normalize(fields[6]))
+        sent1.append(_normalize(s1))
+        sent2.append(_normalize(s2))
         scores.append(score)
     _finish(problems, skip_malformed, path)
     _require_pairs(scores, path)
@@ -181,22 +205,26 @@ def read_sts_benchmark(path: str, skip_malformed: bool = False) -> StsPairs:
 def read_sick(path: str, skip_malformed: bool = False) -> StsPairs:
     """A SICK file: a header, then pair_ID, sentence_A, sentence_B, relatedness_score, ..."""
     problems, sent1, sent2, scores = [], [], [], []
-    for lineno, line in enumerate(_read_lines(path), start=1):
+    lines = _read_lines(path)
+    columns = sick_columns(lines[0] if lines else "")
+    ia, ib, ir = (columns.get(c, k) for c, k in (("sentence_A", 1), ("sentence_B", 2), ("relatedness_score", 3)))
+    need = max(ia, ib, ir) + 1
+    for lineno, line in enumerate(lines, start=1):
         if lineno == 1:
             continue  # header
         if not line.strip():
             problems.append(f"{path}:{lineno}: empty line")
             continue
         fields = line.strip().split("\t")
-        if len(fields) < 4:
-            problems.append(f"{path}:{lineno}: expected at least 4 tab-separated columns, found {len(fields)}")
+        if len(fields) < need:
+            problems.append(f"{path}:{lineno}: expected at least {need} tab-separated columns, found {len(fields)}")
             continue
-        score = _parse_score(fields[3])
+        score = _parse_score(fields[ir])
         if score is None:
-            problems.append(f"{path}:{lineno}: relatedness score '{fields[3][:30]}' is not a number")
+            problems.append(f"{path}:{lineno}: relatedness score '{fields[ir][:30]}' is not a number")
             continue
-        sent1.append(_normalize(fields[1]))
-        sent2.append(_normalize(fields[2]))
+        sent1.append(_normalize(fields[ia]))
+        sent2.append(_normalize(fields[ib]))
         scores.append(score)
     _finish(problems, skip_malformed, path)
     _require_pairs(scores, path)

@@ -51,6 +51,7 @@ from typing import Dict, Iterable, List, Optional, Tuple
 
 from .. import vocabulary
 from . import encode as encode_mod
+from ..evaluation.sts import sick_columns, sts_benchmark_record
 from .binarize import count_lines, run_fairseq_preprocess
 from .common import PrepareError
 
@@ -209,16 +210,16 @@ def read_stsb(path: str, rows: Rows, threshold: float):
         for _, record in _tsv_records(path, rows, max(i1, i2, isc) + 1):
             _score_pair(rows, record[i1], record[i2], record[isc], threshold, "STS")
         return
-    # the original sts-*.csv: genre, file, year, id, score, sentence1, sentence2[, sources]
-    for line in _read_lines(path):
+    for line in _read_lines(path):  # the original sts-*.csv
         if not line.strip():
             continue
         rows.read += 1
-        record = line.split("\t")
-        if len(record) < 7:
+        try:
+            score_text, s1, s2 = sts_benchmark_record(line)
+        except ValueError:
             rows.skip("malformed row (fewer than 7 fields)")
             continue
-        _score_pair(rows, record[5], record[6], record[4], threshold, "STS")
+        _score_pair(rows, s1, s2, score_text, threshold, "STS")
 
 
 def read_mrpc(path: str, rows: Rows):
@@ -237,9 +238,13 @@ def read_mrpc(path: str, rows: Rows):
 
 
 def read_sick(path: str, rows: Rows, score_threshold: Optional[float]):
-    header = [h.strip() for h in _read_lines(path)[0].split("\t")]
-    ia, ib = _column(header, "sentence_A", path), _column(header, "sentence_B", path)
-    ij, ir = _column(header, "entailment_judgment", path), _column(header, "relatedness_score", path)
+    first = _read_lines(path)[0]
+    header = [h.strip() for h in first.split("\t")]
+    needed = ("sentence_A", "sentence_B", "entailment_judgment", "relatedness_score")
+    for name in needed:  # the original release, with its header (SentEval's copies lack the judgments)
+        _column(header, name, path)
+    columns = sick_columns(first)
+    ia, ib, ij, ir = (columns[n] for n in needed)
     judgments = {"ENTAILMENT": POS, "CONTRADICTION": NEG, "NEUTRAL": OTHER}
     for _, record in _tsv_records(path, rows, max(ia, ib, ij, ir) + 1):
         a, b = _clean(record[ia]), _clean(record[ib])
