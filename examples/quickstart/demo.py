@@ -92,26 +92,11 @@ def print_curve(records, every):
     )
 
 
-def plot_curve(records, path):
-    try:
-        import matplotlib
+def plot_curve(log_path, path):
+    """The run's curves through the library's plot (the same as `clear-plot LOG --out PNG`)."""
+    from fairseq_clear.evaluation.training_log import curves, plot_curves, read_log
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return None
-    updates = [int(r["num_updates"]) for r in records]
-    fig, axes = plt.subplots(1, 3, figsize=(12, 3.2))
-    for ax, key, label in zip(
-        axes, ("mlm_loss", "cl_loss", "cl_acc"), ("MLM loss (bits)", "NT-Xent loss (bits)", "contrastive accuracy (%)")
-    ):
-        ax.plot(updates, [float(r[key]) for r in records], lw=1)
-        ax.set_xlabel("update")
-        ax.set_title(label)
-        ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    return path
+    return plot_curves({"demo": curves(read_log(log_path), ("mlm_loss", "cl_loss", "cl_acc"))}, str(path))
 
 
 def main():
@@ -192,7 +177,7 @@ def main():
     records = training_records(log_path)
     print()
     print_curve(records, every=max(10, args.max_update // 10))
-    plot = plot_curve(records, out / "losses.png")
+    plot = plot_curve(log_path, out / "losses.png")
     print(f"checkpoint: {last}")
     if plot:
         print(f"loss curves: {plot}")
