@@ -297,3 +297,19 @@ def _peek_state(path):
         if "mmap" not in str(e):  # legacy (non-zip) files cannot be mapped: read them whole
             raise
         return torch.load(path, map_location="cpu", weights_only=True)
+
+
+def training_task_config(path) -> dict:
+    """The task options a checkpoint was trained with, as saved (before any load-time override),
+    read without its tensors: a dict (cfg.task, or the legacy args)."""
+    state = _peek_state(path)
+    cfg = state.get("cfg") if isinstance(state, dict) else None
+    task = cfg.get("task") if isinstance(cfg, dict) else None
+    if isinstance(task, dict):
+        return dict(task)
+    args = state.get("args") if isinstance(state, dict) else None
+    if args is not None:
+        out = dict(vars(args))
+        out["_name"] = out.get("task")
+        return out
+    return {}

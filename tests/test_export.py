@@ -141,3 +141,23 @@ def test_dictionary_out_of_sentencepiece_order_is_refused(ckpt, hub, tmp_path):
     (tmp_path / "dict.txt").write_text("\n".join(lines) + "\n")
     with pytest.raises(ExportError, match="fairseq id = sentencepiece id \\+ 1"):
         check_vocabulary_layout(hub.tokenizer, Dictionary.load(str(tmp_path / "dict.txt")))
+
+
+@pytest.mark.parametrize("pooling, head, simcse", [("cls", "representation", "pooler='cls_before_pooler'"),
+                                                    ("mean", "representation", "pooler='avg'"),
+                                                    ("cls", "projection", "cannot reproduce")])
+def test_model_card_says_what_the_model_is_and_how_to_read_it(hub, tmp_path, pooling, head, simcse):
+    from fairseq_clear.export.hf import export
+
+    out = tmp_path / "st"
+    export(hub, str(out), pooling=pooling, head=head)
+    card = (out / "README.md").read_text(encoding="utf-8")
+    from fairseq_clear.checkpoint_safety import training_task_config
+
+    augmentations = training_task_config(hub.checkpoint_path)["augmentations"]
+    assert augmentations != "none" and hub.cfg.task.augmentations == "none"  # the hub's inference override
+    assert f"CLEAR (Wu et al. 2020): masked LM + NT-Xent between two views made with `{augmentations}`" in card
+    assert f"{hub.model.args.encoder_layers} layers x {hub.model.args.encoder_embed_dim}" in card
+    assert f"{pooling} pooling of the last layer" in card
+    assert simcse in card
+    assert "sentencepiece tokenizer" in card and os.path.basename(str(hub.cfg.task.data).rstrip("/")) in card

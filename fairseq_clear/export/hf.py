@@ -379,6 +379,10 @@ def _write_export(hub, out_dir, pooling, head, normalize, with_lm_head):
     if kind == "sentencepiece":
         # the sentencepiece model itself, for fairseq-side use and reproducibility
         shutil.copyfile(hub.tokenizer.path, os.path.join(out_dir, "sentencepiece.bpe.model"))
+    from .model_card import render
+
+    with open(os.path.join(out_dir, "README.md"), "w", encoding="utf-8") as f:  # replaces the generic card
+        f.write(render(hub, pooling, head, normalize, len(modules)))
     with open(os.path.join(out_dir, "fairseq_clear_export.json"), "w", encoding="utf-8") as f:
         json.dump({"pooling": pooling, "head": head, "normalize": normalize,
                    "max_positions": max_positions, "arch": getattr(model.args, "arch", None)}, f, indent=2)

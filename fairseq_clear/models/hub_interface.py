@@ -390,5 +390,6 @@ def from_pretrained(
     except RuntimeError as e:
         raise HubLoadError(f"{checkpoint_path}: its weights do not fit the model its config describes: {e}") from None
     hub = ClearHubInterface(cfg, task, model, tokenizer)
+    hub.checkpoint_path = checkpoint_path  # what the export's model card reads the training options from
     hub.eval()  # inference is what the hub is for; hub.train() turns dropout back on
     return hub

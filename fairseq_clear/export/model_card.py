@@ -1,0 +1,121 @@
+"""The exported model's card (README.md): what the model is and how each tool reads its vector.
+
+sentence-transformers writes a generic card; ours says which encoder, which paper's method and
+options, which data and tokenizer, the pooling, and the right call for sentence-transformers,
+transformers and SimCSE's tool (whose default reads RoBERTa's pooler, which the export does not
+have: without ``pooler=...`` it would read a randomly initialised one).
+"""
+
+import os
+from typing import Optional
+
+#: SimCSE's tool (simcse.SimCSE(..., pooler=...)) for each of our poolings
+SIMCSE_POOLER = {"cls": "cls_before_pooler", "mean": "avg"}
+
+
+def _get(cfg, key, default=None):
+    try:
+        return cfg.get(key, default) if hasattr(cfg, "get") else getattr(cfg, key, default)
+    except Exception:  # an OmegaConf node with a missing value
+        return default
+
+
+def method(task_cfg, model_args) -> str:
+    """The paper and options the checkpoint was trained with, in words."""
+    name = _get(task_cfg, "_name", "?")
+    if name == "clear":
+        augmentations = _get(task_cfg, "augmentation_mix") or _get(task_cfg, "augmentations", "?")
+        if _get(task_cfg, "mlm_only"):
+            return "masked language modelling only (CLEAR's MLM baseline)"
+        if augmentations in ("none", "dropout"):
+            return "SimCSE unsupervised (Gao et al. 2021): dropout as the only augmentation"
+        return (f"CLEAR (Wu et al. 2020): masked LM + NT-Xent between two views made with "
+                f"`{augmentations}`" + (" (no MLM)" if _get(task_cfg, "no_mlm") else ""))
+    if name == "declutr":
+        return (f"DeCLUTR (Giorgi et al. 2021): {_get(task_cfg, 'num_anchors')} anchor span(s) and "
+                f"{_get(task_cfg, 'num_positives')} positive span(s) per document, masked LM + contrastive")
+    if name == "contrastive_pairs":
+        if getattr(model_args, "freeze_encoder", False):
+            return "CLSR: a contrastive MLP over the frozen pre-trained encoder, on labelled positive pairs"
+        return "SimCSE supervised (Gao et al. 2021): labelled pairs" + (
+            " with hard negatives" if _get(task_cfg, "hard_negatives", "auto") != "off" else "")
+    if name == "masked_lm":
+        return "masked language modelling only (a pre-trained or imported encoder, no contrastive training)"
+    return f"fairseq task '{name}'"
+
+
+def training_task_config(hub):
+    """The task options as trained: the hub loads a checkpoint with inference overrides
+    (augmentations none, no synonym table), so they are read again from the checkpoint."""
+    path = getattr(hub, "checkpoint_path", None)
+    if path:
+        from ..checkpoint_safety import training_task_config as read
+
+        task = read(path)
+        if task:
+            return task
+    return hub.cfg.task
+
+
+def render(hub, pooling: str, head: str, normalize: bool, modules: int, sts_table: Optional[dict] = None) -> str:
+    model, args = hub.model, hub.model.args
+    task_cfg = training_task_config(hub)
+    tokenizer = hub.tokenizer.tokenizer
+    data = os.path.basename(os.path.normpath(str(_get(task_cfg, "data", "") or ""))) or "?"
+    lines = [
+        "---",
+        "library_name: sentence-transformers",
+        "pipeline_tag: sentence-similarity",
+        "tags: [sentence-transformers, feature-extraction, sentence-similarity, fairseq-clear]",
+        "---",
+        "",
+        "# Sentence encoder exported by fairseq-clear",
+        "",
+        f"* **Encoder**: fairseq RoBERTa `{getattr(args, 'arch', '?')}`, {args.encoder_layers} layers x "
+        f"{args.encoder_embed_dim}, {model.max_positions()} positions; {tokenizer.kind} tokenizer, "
+        f"{len(hub.task.source_dictionary)} tokens.",
+        f"* **Training**: {method(task_cfg, args)}.",
+        f"* **Training data**: the binarized directory `{data}` (fairseq-clear's `clear-prepare` / "
+        "`clear-prepare-pairs` output).",
+        f"* **Sentence vector**: {pooling} pooling of the last layer"
+        + {"representation": "", "mlp": ", then CLSR's MLP e", "projection": ", then the projection head g"}.get(head, f", head '{head}'")
+        + (", L2-normalised" if normalize else "") + f" ({modules} sentence-transformers modules).",
+        "",
+        "## Use",
+        "",
+        "```python",
+        "from sentence_transformers import SentenceTransformer",
+        "model = SentenceTransformer('PATH')",
+        "vectors = model.encode(['A man is playing a guitar.', 'Someone plays an instrument.'])",
+        "```",
+        "",
+        "With transformers alone (no pooler: the export has none):",
+        "",
+        "```python",
+        "from transformers import AutoModel, AutoTokenizer",
+        "tokenizer, model = AutoTokenizer.from_pretrained('PATH'), AutoModel.from_pretrained('PATH', add_pooling_layer=False)",
+        "hidden = model(**tokenizer(['A sentence.'], return_tensors='pt')).last_hidden_state",
+        ("vector = hidden[:, 0]  # [CLS] / <s>" if pooling == "cls" else
+         "vector = hidden.mean(dim=1)  # mean over the tokens (mask padding in batches)"),
+        "```",
+        "",
+    ]
+    if head == "representation" and pooling in SIMCSE_POOLER:
+        lines += [
+            "With SimCSE's tool, name the pooler (its default reads a pooler this model does not have, "
+            "which transformers would initialise at random):",
+            "",
+            "```python",
+            "from simcse import SimCSE",
+            f"model = SimCSE('PATH', pooler='{SIMCSE_POOLER[pooling]}')",
+            "```",
+            "",
+        ]
+    else:
+        lines += ["SimCSE's tool cannot reproduce this vector (it has a head after the pooling): use "
+                  "sentence-transformers.", ""]
+    if sts_table:
+        lines += ["## STS (Spearman x 100, cosine)", "", "| " + " | ".join(sts_table) + " |",
+                  "|" + "---|" * len(sts_table), "| " + " | ".join(f"{v:.1f}" for v in sts_table.values()) + " |", ""]
+    lines += ["Exported with `clear-export-hf`; `fairseq_clear_export.json` holds the export settings.", ""]
+    return "\n".join(lines)
