@@ -176,3 +176,22 @@ def test_clear_eval_sts_on_the_real_data(ckpt, tmp_path):
     assert report["results"]["cls"]["tasks"]["STS16"]["pairs"] == 1186
     assert "senteval_tokenized_lowercased" in report["task_dirs"]["STS12"]
     assert "checkpoint_last-[CLS]" in out
+
+
+def test_export_card_carries_the_sts_table(ckpt, tree, tmp_path):
+    """clear-eval-sts --output, then clear-export-hf --sts-results: the card shows that table."""
+    checkpoint, data = ckpt
+    out_json = tmp_path / "sts.json"
+    run_cli([bin_path("clear-eval-sts"), "--checkpoint", checkpoint, "--data", data, "--sts-dir", tree,
+             "--output", out_json, "--poolings", "mean", "--cpu"])
+    table = json.loads(out_json.read_text())["results"]["mean"]["table"]
+    run_cli([bin_path("clear-export-hf"), "--checkpoint", checkpoint, "--data", data, "--out", tmp_path / "st",
+             "--pooling", "mean", "--sts-results", out_json])
+    card = (tmp_path / "st" / "README.md").read_text(encoding="utf-8")
+    assert "| " + " | ".join(table) + " |" in card
+    assert "| " + " | ".join(f"{v:.1f}" for v in table.values()) + " |" in card
+    # results for another pooling than the export's: refused before any work, naming the option
+    proc = run_cli([bin_path("clear-export-hf"), "--checkpoint", checkpoint, "--data", data,
+                    "--out", tmp_path / "st2", "--pooling", "cls", "--sts-results", out_json], check=False)
+    assert proc.returncode == 2 and "--sts-results" in proc.stdout and "pooling 'cls'" in proc.stdout
+    assert not (tmp_path / "st2").exists()

@@ -11,6 +11,7 @@ import argparse
 import os
 
 from ..export.hf import CHECK_SENTENCES, ExportError, export
+from ..export.model_card import read_sts_table
 from ..export.output_dir import OutputDirError, check_output_dir
 from .hub_args import add_checkpoint_args, fail, load_hub, setup_logging
 
@@ -43,6 +44,10 @@ def get_parser():
         help="save XLMRobertaForMaskedLM (encoder + masked-LM head, for fill-mask) instead of the "
         "encoder alone; sentence-transformers then notes the unused head when loading",
     )
+    parser.add_argument(
+        "--sts-results", metavar="FILE",
+        help="clear-eval-sts --json output for this checkpoint: its table (for the export's pooling) "
+        "goes into the model card")
     parser.add_argument("--check-sentences", metavar="FILE", help="sentences (one per line) for the verification (default: a built-in few)")
     parser.add_argument("--tolerance", type=float, default=1e-4, help="largest allowed |difference| to the hub's embed() (default: 1e-4)")
     return parser
@@ -57,6 +62,12 @@ def main(argv=None):
         check_output_dir(args.out, overwrite=args.overwrite)  # before any work
     except OutputDirError as e:
         fail(e)
+    sts_table = None
+    if args.sts_results:
+        try:
+            sts_table = read_sts_table(args.sts_results, args.pooling)
+        except ExportError as e:
+            fail(e)
     hub = load_hub(args)
     sentences = CHECK_SENTENCES
     if args.check_sentences:
@@ -64,7 +75,7 @@ def main(argv=None):
             sentences = [line.rstrip("\n") for line in f]
     try:
         export(hub, args.out, args.pooling, args.head, args.normalize, args.with_lm_head,
-               overwrite=args.overwrite, check_sentences=sentences, tolerance=args.tolerance)
+               overwrite=args.overwrite, check_sentences=sentences, tolerance=args.tolerance, sts_table=sts_table)
     except (ExportError, OutputDirError) as e:
         fail(e)
     print(f"exported to {args.out}; SentenceTransformer('{args.out}').encode() matches the hub "

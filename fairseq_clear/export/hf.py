@@ -318,7 +318,8 @@ def head_modules(model, head: str):
 
 
 def export(hub, out_dir: str, pooling: str = None, head: str = "representation", normalize: bool = False,
-           with_lm_head: bool = False, overwrite: bool = False, check_sentences=None, tolerance: float = 1e-4):
+           with_lm_head: bool = False, overwrite: bool = False, check_sentences=None, tolerance: float = 1e-4,
+           sts_table=None):
     """Write a sentence-transformers model for ``hub`` into ``out_dir``; returns the ``SentenceTransformer``.
 
     The export is written into a temporary sibling of ``out_dir``, verified
@@ -327,14 +328,14 @@ def export(hub, out_dir: str, pooling: str = None, head: str = "representation",
     existing ``out_dir`` may hold.
     """
     with staged_output(out_dir, overwrite=overwrite) as staging:
-        st = _write_export(hub, staging, pooling, head, normalize, with_lm_head)
+        st = _write_export(hub, staging, pooling, head, normalize, with_lm_head, sts_table)
         if check_sentences is not None:
             diff = verify(hub, staging, check_sentences, pooling, head, normalize, tolerance)
             logger.info("verified: the export matches the hub within %.1e on %d sentences", diff, len(check_sentences))
     return st
 
 
-def _write_export(hub, out_dir, pooling, head, normalize, with_lm_head):
+def _write_export(hub, out_dir, pooling, head, normalize, with_lm_head, sts_table=None):
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer.modules import Normalize, Pooling, Transformer
 
@@ -382,7 +383,7 @@ def _write_export(hub, out_dir, pooling, head, normalize, with_lm_head):
     from .model_card import render
 
     with open(os.path.join(out_dir, "README.md"), "w", encoding="utf-8") as f:  # replaces the generic card
-        f.write(render(hub, pooling, head, normalize, len(modules)))
+        f.write(render(hub, pooling, head, normalize, len(modules), sts_table))
     with open(os.path.join(out_dir, "fairseq_clear_export.json"), "w", encoding="utf-8") as f:
         json.dump({"pooling": pooling, "head": head, "normalize": normalize,
                    "max_positions": max_positions, "arch": getattr(model.args, "arch", None)}, f, indent=2)

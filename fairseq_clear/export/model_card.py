@@ -13,6 +13,26 @@ from typing import Optional
 SIMCSE_POOLER = {"cls": "cls_before_pooler", "mean": "avg"}
 
 
+def read_sts_table(path: str, pooling: Optional[str] = None) -> dict:
+    """The STS table (task -> Spearman x 100) of a clear-eval-sts --json file, for ``pooling``
+    (default: the file's only pooling)."""
+    import json
+
+    from .hf import ExportError
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            results = json.load(f)["results"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise ExportError(f"--sts-results: '{path}' is not clear-eval-sts --json output ({e})") from None
+    if pooling is None and len(results) == 1:
+        pooling = next(iter(results))
+    if pooling not in results:
+        raise ExportError(f"--sts-results: '{path}' has no results for pooling '{pooling}' (it has: "
+                          f"{', '.join(results)}); pass --pooling")
+    return dict(results[pooling]["table"])
+
+
 def _get(cfg, key, default=None):
     try:
         return cfg.get(key, default) if hasattr(cfg, "get") else getattr(cfg, key, default)
