@@ -74,7 +74,7 @@ CASES = [
     ("subs-table-nested", ["--augmentations", "subs", "--synonym-table", "{tmp}/nested.json"],
      "is nested too deeply"),
     # task and model shape
-    ("sample-break-mode", ["--sample-break-mode", "none"], "--sample-break-mode must be 'eos'"),
+    ("sample-break-mode", ["--sample-break-mode", "sentences"], "--sample-break-mode must be one of eos, complete"),
     ("tokens-per-sample-2", ["--tokens-per-sample", "2"], "--tokens-per-sample must be >= 3"),
     ("projection-layers-negative", ["--projection-layers", "-1"], "--projection-layers must be >= 0"),
     # fairseq masked_lm options no contrastive task reads, and options of another task

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # CLEAR pre-training as in the paper (Wu et al. 2020, §4.1): RoBERTa-base, 500K updates,
-# 8,192 sentences per update, peak lr 6e-4 after 24K warm-up updates then linear decay,
+# 8,192 sequences per update (RoBERTa's blocks of up to 512 tokens: --sample-break-mode complete),
+# peak lr 6e-4 after 24K warm-up updates then linear decay,
 # Adam (0.9, 0.98), eps 1e-6, weight decay 0.01, dropout 0.1 everywhere, fp16, 256 GPUs.
 #
 # Sentences per update = per-GPU batch x update-freq x GPUs
@@ -27,7 +28,7 @@ exec torchrun --nnodes "$NNODES" --nproc_per_node "$GPUS_PER_NODE" --node_rank "
   --user-dir "$USER_DIR" \
   --task clear --criterion clear --arch clear_roberta_base \
   --augmentations "$AUG" \
-  --sample-break-mode eos --tokens-per-sample 512 \
+  --sample-break-mode complete --tokens-per-sample 512 \
   --mask-prob 0.15 --leave-unmasked-prob 0.1 --random-token-prob 0.1 \
   --cl-weight 1.0 --gather-negatives on \
   --batch-size 32 --update-freq 1 \

@@ -14,11 +14,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from fairseq.data import (
+    AppendTokenDataset,
     IdDataset,
     NestedDictionaryDataset,
     NumelDataset,
     NumSamplesDataset,
     RightPadDataset,
+    TokenBlockDataset,
 )
 from fairseq.tasks import register_task
 
@@ -35,6 +37,9 @@ from .contrastive import (  # noqa: F401  (data_paths, load_dictionary: re-expor
 
 logger = logging.getLogger(__name__)
 
+#: 'eos' = sentence samples; the others are fairseq's TokenBlockDataset modes (as masked_lm)
+SAMPLE_BREAK_MODES = ("eos", "complete", "complete_doc", "none")
+
 #: the name this error had before the task base existed (kept for user code)
 ClearConfigError = TaskConfigError
 
@@ -43,7 +48,13 @@ ClearConfigError = TaskConfigError
 class ClearConfig(ContrastiveConfig):
     sample_break_mode: str = field(
         default="eos",
-        metadata={"help": "must be 'eos': CLEAR's samples are single sentences (one line each)"},
+        metadata={
+            "help": "the unit of a sample: 'eos' = one sentence (line) per sample, for sentence "
+            "embeddings; 'complete', 'complete_doc', 'none' = RoBERTa's blocks of up to "
+            "--tokens-per-sample tokens as fairseq's masked_lm makes them (the paper's recipe, §4.1: "
+            "sequences of up to 512 tokens, RoBERTa's 'complete'); MLM and the augmentations then "
+            "apply to the whole block (its spans of 5 percent are about 25 tokens at 512)"
+        },
     )
     augmentations: str = field(
         default="del-word",
@@ -112,10 +123,10 @@ class ClearConfig(ContrastiveConfig):
 
 def validate_config(cfg) -> list:
     """Check the augmentation options; returns the composition names (errors name the option)."""
-    if cfg.sample_break_mode != "eos":
+    if cfg.sample_break_mode not in SAMPLE_BREAK_MODES:
         raise TaskConfigError(
-            f"--sample-break-mode must be 'eos' for --task clear (one sentence per sample), "
-            f"got '{cfg.sample_break_mode}'"
+            f"--sample-break-mode must be one of {', '.join(SAMPLE_BREAK_MODES)} for --task clear "
+            f"('eos': one sentence per sample; the others: fairseq's blocks), got '{cfg.sample_break_mode}'"
         )
     if cfg.double_mlm and cfg.no_mlm:
         raise TaskConfigError("--double-mlm adds a second masking; it cannot go with --no-mlm")
@@ -146,6 +157,19 @@ def augmentation_params(cfg) -> aug.AugmentationParams:
         reorder_span_ratio=cfg.reorder_span_ratio,
         subs_rate=cfg.subs_rate,
     )
+
+
+def token_blocks(lines, mode: str, tokens_per_sample: int, dictionary):
+    """RoBERTa's samples: fairseq's TokenBlockDataset over the split's lines (each ending in
+    ``</s>``, empty lines as document separators), as items ``block </s>`` for SentenceDataset,
+    which adds ``<s>``. 'complete' blocks end with their last line's ``</s>``; a 'none' block may
+    end mid-sentence, so it gets one appended."""
+    pad, eos = dictionary.pad(), dictionary.eos()
+    if mode == "none":
+        blocks = TokenBlockDataset(lines, lines.sizes, tokens_per_sample - 2, pad, eos, break_mode="none")
+        return AppendTokenDataset(blocks, eos)
+    return TokenBlockDataset(lines, lines.sizes, tokens_per_sample - 1, pad, eos, break_mode=mode,
+                             document_sep_len=1)
 
 
 @register_task("clear", dataclass=ClearConfig)
@@ -246,6 +270,9 @@ class ClearTask(ContrastiveTask):
     def load_sentences(self, split, epoch=1, combine=False) -> SentenceDataset:
         split_path = self.split_path(split, epoch)
         lines = self.load_lines(split_path, combine)
+        if self.cfg.sample_break_mode != "eos":
+            lines = token_blocks(lines, self.cfg.sample_break_mode, self.cfg.tokens_per_sample,
+                                 self.source_dictionary)
         return SentenceDataset(
             lines,
             max_body_len=self.cfg.tokens_per_sample - 2,
