@@ -151,14 +151,18 @@ def span_deletion(
 
 
 def reorder(
-    tokens: np.ndarray, rng: np.random.Generator, pairs: int = 5, ratio: float = 0.05
+    tokens: np.ndarray, rng: np.random.Generator, pairs: int = 5, ratio: float = 0.05,
+    unequal: bool = False,
 ) -> np.ndarray:
     """``reorder``: pick ``pairs`` pairs of spans (each ``ratio * n`` tokens) and swap each pair.
 
     The ``2 * pairs`` spans do not overlap and are paired at random; the output
     is a permutation of the input (same multiset of tokens). As in
     :func:`span_deletion`, short sentences swap fewer pairs, keeping the expected
-    share of moved tokens at ``2 * pairs * ratio``.
+    share of moved tokens at ``2 * pairs * ratio``. With ``unequal`` (Fig. 2c of the
+    paper swaps spans of different lengths) each span's length is drawn uniformly from
+    1 .. 2·ratio·n − 1 (mean ratio·n, so the spans still cover 2·pairs·ratio of the tokens on
+    average); the text between two swapped spans keeps its order but shifts by their difference.
     """
     n = len(tokens)
     length = span_length(n, ratio)
@@ -167,6 +171,8 @@ def reorder(
     pairs = min(pairs, stochastic_round(pairs * ratio * n / length, rng), n // (2 * length))
     if pairs <= 0:
         return tokens.copy()
+    if unequal:
+        return _swap_unequal_spans(tokens, rng, pairs, length)
     starts = disjoint_span_starts(n, 2 * pairs, length, rng)
     starts = starts[rng.permutation(2 * pairs)].reshape(pairs, 2)
     offsets = np.arange(length)
@@ -175,6 +181,29 @@ def reorder(
     perm = np.arange(n)
     perm[a], perm[b] = b, a
     return tokens[perm]
+
+
+def _swap_unequal_spans(tokens: np.ndarray, rng: np.random.Generator, pairs: int, length: int) -> np.ndarray:
+    """Swap ``pairs`` random pairs among ``2 * pairs`` disjoint spans of random lengths (mean ``length``)."""
+    n, count = len(tokens), 2 * pairs
+    lengths = rng.integers(1, 2 * length, size=count)  # uniform on 1 .. 2·length − 1
+    while lengths.sum() > n:  # rare at 2·pairs·length <= n: shorten the longest span
+        lengths[int(np.argmax(lengths))] -= 1
+    free = n - int(lengths.sum())
+    # the free tokens fall into the count + 1 gaps around the spans, uniformly (stars and bars)
+    cuts = np.sort(rng.integers(0, free + 1, size=count))
+    gaps = np.diff(np.concatenate([[0], cuts, [free]]))
+    starts = gaps[0] + np.concatenate([[0], np.cumsum(lengths[:-1] + gaps[1:-1])])
+    partner = np.arange(count)
+    pairing = rng.permutation(count).reshape(pairs, 2)
+    partner[pairing[:, 0]], partner[pairing[:, 1]] = pairing[:, 1], pairing[:, 0]
+    pieces = [tokens[: starts[0]]]
+    for i in range(count):
+        j = partner[i]
+        pieces.append(tokens[starts[j]: starts[j] + lengths[j]])
+        end = starts[i] + lengths[i]
+        pieces.append(tokens[end: starts[i + 1] if i + 1 < count else n])
+    return np.concatenate(pieces)
 
 
 class SynonymIndex:
@@ -263,6 +292,7 @@ class AugmentationParams:
     del_span_ratio: float = 0.05
     reorder_pairs: int = 5
     reorder_span_ratio: float = 0.05
+    reorder_unequal: bool = False
     subs_rate: float = 0.3
 
     def validate(self):
@@ -373,7 +403,7 @@ def build_augmentation(
             )
         elif name == REORDER:
             steps.append(
-                lambda t, r: reorder(t, r, params.reorder_pairs, params.reorder_span_ratio)
+                lambda t, r: reorder(t, r, params.reorder_pairs, params.reorder_span_ratio, params.reorder_unequal)
             )
         elif name == SUBS:
             if synonym_index is None:

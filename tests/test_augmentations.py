@@ -254,3 +254,38 @@ def test_mixture_draws_compositions_with_the_given_probabilities():
         out = fn(s, rng(i))
         kinds["del" if DEL in out.tolist() else "reorder"] += 1
     assert abs(kinds["del"] / 4000 - 0.25) < 0.03
+
+
+def test_reorder_unequal_swaps_spans_of_different_lengths():
+    """--reorder-unequal (Fig. 2c): still a permutation; one swapped pair of lengths la, lb
+    shifts the text between them by la - lb, which an equal-length swap never does."""
+    rng = np.random.default_rng(0)
+    for n in list(range(1, 60)) + [200, 513]:
+        x = np.arange(n) + 4
+        for _ in range(5):
+            y = aug.reorder(x, rng, 5, 0.05, unequal=True)
+            assert sorted(y.tolist()) == x.tolist(), n
+
+    def shift_balance(unequal):
+        x = np.arange(100)
+        y = aug.reorder(x, rng, 1, 0.1, unequal=unequal)
+        changed = np.flatnonzero(y != x)
+        if len(changed) == 0:
+            return 0
+        i, j = changed[0], changed[-1]
+        return (y[i] - i) + (y[j] - j)  # b - a at the first span, a - b + (la - lb) at the last
+
+    assert all(shift_balance(False) == 0 for _ in range(200))
+    unequal = [shift_balance(True) for _ in range(200)]
+    assert sum(v != 0 for v in unequal) > 150
+    assert max(abs(v) for v in unequal) <= 2 * 10 - 2  # lengths in 1 .. 2·10 − 1
+
+
+def test_reorder_unequal_is_reachable_from_the_task(tiny_data):
+    from harness.runs import build_task
+
+    task, _ = build_task(tiny_data, "--tokens-per-sample", "64", "--augmentations", "reorder", "--reorder-unequal")
+    views = task.datasets["train"][3]["contrastive"]
+    body = task.load_sentences("train")[3][1:-1]
+    for v in views:
+        assert sorted(v[1:-1].tolist()) == sorted(body.tolist())

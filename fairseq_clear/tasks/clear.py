@@ -90,6 +90,13 @@ class ClearConfig(ContrastiveConfig):
         default=0.05,
         metadata={"help": "reorder: length of each span as a share of the sentence, rounded up to whole tokens (paper: ~0.05)"},
     )
+    reorder_unequal: bool = field(
+        default=False,
+        metadata={
+            "help": "reorder: swap spans of different lengths (Fig. 2c of the paper draws them so), each "
+            "drawn from 1 .. 2 x ratio x n - 1 tokens, same mean; default: spans of equal length"
+        },
+    )
     subs_rate: float = field(
         default=0.3,
         metadata={
@@ -155,6 +162,7 @@ def augmentation_params(cfg) -> aug.AugmentationParams:
         del_span_ratio=cfg.del_span_ratio,
         reorder_pairs=cfg.reorder_pairs,
         reorder_span_ratio=cfg.reorder_span_ratio,
+        reorder_unequal=cfg.reorder_unequal,
         subs_rate=cfg.subs_rate,
     )
 
