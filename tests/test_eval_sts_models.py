@@ -86,3 +86,20 @@ def test_model_only_needs_output(st_dir, tmp_path):
     proc = run_cli([bin_path("clear-eval-sts"), "--sts-dir", tree, "--model", tmp_path / "nope",
                     "--output", tmp_path / "o.json"], check=False)
     assert proc.returncode == 2 and "is not a directory" in proc.stdout
+
+
+def test_protocol_senteval_through_the_cli(st_dir, tmp_path):
+    tree = write_senteval_tree(tmp_path / "sts")
+    out = tmp_path / "r.json"
+    proc = run_cli([bin_path("clear-eval-sts"), "--model", st_dir / "hf", "--sts-dir", tree, "--protocol", "senteval",
+                    "--senteval-average", "mean", "--align-uniform-split", "none", "--output", out])
+    assert "protocol senteval" in proc.stdout and "mean of the subsets" in proc.stdout
+    report = json.loads(out.read_text())
+    assert report["protocol"] == "senteval" and report["aggregation"] == "mean"
+    res = report["models"]["hf"]["mean"]
+    assert res["table"]["STS12"] == pytest.approx(res["tasks"]["STS12"]["mean"])
+    assert res["table"]["STS-B"] == pytest.approx(res["tasks"]["STS-B"]["senteval"]["spearman"])
+    assert set(res["tables"]) == {"simcse", "senteval"}
+    bad = run_cli([bin_path("clear-eval-sts"), "--model", st_dir / "hf", "--sts-dir", tree, "--protocol", "senteval",
+                   "--split", "dev", "--output", out], check=False)
+    assert bad.returncode == 2 and "--split dev is for --protocol simcse" in bad.stdout

@@ -181,3 +181,45 @@ def test_glue_prepare_and_finetune_from_imported_bert(tmp_path):
     save = tmp_path / "ft"
     log = finetune("STS-B", model / "model.pt", task_dir, save, env={"MAX_EPOCH": "1"}).stdout
     assert "Loaded checkpoint" in log and "STS-B dev pearson_and_spearman" in log
+
+
+def write_mnli(root, rows=48, seed=3):
+    """Tiny MNLI-format files: train (label in column 11), dev_matched/dev_mismatched (gold label
+    in column 15 after label1..label5), test_matched/test_mismatched (no labels)."""
+    s = synthetic_sentences(300, seed=seed)
+    labels = ["entailment", "neutral", "contradiction"]
+    (root / "MNLI").mkdir(parents=True)
+    head = "index\tpromptID\tpairID\tgenre\ts1bp\ts2bp\ts1p\ts2p\tsentence1\tsentence2"
+    train = [head + "\tlabel1\tgold_label"] + [
+        f"{i}\t1\t1\tg\tx\tx\tx\tx\t{s[i]}\t{s[i + 1]}\t{labels[i % 3]}\t{labels[i % 3]}" for i in range(rows)]
+    (root / "MNLI" / "train.tsv").write_text("\n".join(train) + "\n", encoding="utf-8")
+    for k, split in enumerate(("dev_matched", "dev_mismatched")):
+        dev = [head + "\tlabel1\tlabel2\tlabel3\tlabel4\tlabel5\tgold_label"] + [
+            f"{i}\t1\t1\tg\tx\tx\tx\tx\t{s[100 + 50 * k + i]}\t{s[101 + 50 * k + i]}\t" + "\t".join([labels[i % 3]] * 6)
+            for i in range(rows // 2)]
+        (root / "MNLI" / f"{split}.tsv").write_text("\n".join(dev) + "\n", encoding="utf-8")
+    return root
+
+
+def test_mnli_reports_matched_mismatched_and_their_mean(ckpt, tmp_path):
+    """Table 1 averages MNLI matched and mismatched: both dev splits are validated and summarized."""
+    checkpoint, data = ckpt
+    root = write_mnli(tmp_path / "glue")
+    out = tmp_path / "glue-bin"
+    run_cli(["bash", PREPARE, root, data, out, "MNLI"])
+    mnli = out / "MNLI-bin"
+    assert glue.num_examples(str(mnli), "valid") == 24 and glue.num_examples(str(mnli), "valid1") == 24
+    assert glue.settings("MNLI", str(mnli))["VALID_SUBSETS"] == "valid,valid1"
+    save = tmp_path / "ft"
+    log = finetune("MNLI", checkpoint, mnli, save, env={"MAX_EPOCH": "1"}).stdout
+    matched = glue.read_valid_records(str(save / "train.log"), "valid")
+    mismatched = glue.read_valid_records(str(save / "train.log"), "valid1")
+    assert matched and mismatched
+    summary = json.loads((save / "dev_metrics.json").read_text())
+    assert summary["dev_splits"] == ["dev_matched", "dev_mismatched"]
+    best = summary["best"]
+    m = float(next(r["valid_accuracy"] for r in matched if int(r["valid_num_updates"]) == best["num_updates"]))
+    mm = float(next(r["valid1_accuracy"] for r in mismatched if int(r["valid1_num_updates"]) == best["num_updates"]))
+    assert (best["dev_matched"], best["dev_mismatched"]) == (m, mm)
+    assert best["accuracy"] == pytest.approx((m + mm) / 2)
+    assert "MNLI dev accuracy (GLUE metric, best validation)" in log and "dev_mismatched" in log

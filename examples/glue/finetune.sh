@@ -39,6 +39,7 @@ SETTINGS_ARGS=()
 [[ -n "${MAX_EPOCH:-}" ]] && SETTINGS_ARGS+=(--max-epoch "$MAX_EPOCH")
 [[ -n "${MAX_SENTENCES:-}" ]] && SETTINGS_ARGS+=(--batch-size "$MAX_SENTENCES")
 # NUM_CLASSES LR MAX_SENTENCES MAX_EPOCH TOTAL_NUM_UPDATES WARMUP_UPDATES BEST_METRIC MAXIMIZE CRITERION_ARGS
+# VALID_SUBSETS (MNLI: valid,valid1 = matched, mismatched)
 eval "$("$PYTHON" -m fairseq_clear.cli.glue settings "$TASK" "$DATA_BIN" ${SETTINGS_ARGS[@]+"${SETTINGS_ARGS[@]}"})"
 # the encoder's shape and positions must match the checkpoint's
 MODEL_ARGS=$("$PYTHON" -m fairseq_clear.cli.glue model-args "$CHECKPOINT")
@@ -69,6 +70,7 @@ fairseq-train "$DATA_BIN" \
   --total-num-update "$TOTAL_NUM_UPDATES" --warmup-updates "$WARMUP_UPDATES" \
   --max-epoch "$MAX_EPOCH" \
   --find-unused-parameters \
+  --valid-subset "$VALID_SUBSETS" \
   --best-checkpoint-metric "$BEST_METRIC" $MAXIMIZE \
   --save-dir "$SAVE_DIR" --no-epoch-checkpoints --seed "$SEED" \
   --log-format json --log-interval 10 \

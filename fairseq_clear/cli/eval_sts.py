@@ -8,7 +8,9 @@ vectors and the gold score, for SICK-R (test), STS-B (test) and STS12-16, and
 their average, for [CLS] and mean pooling. STS12-16 use SentEval's "all"
 aggregation as SimCSE reports it (one correlation over all pairs of a year).
 Also prints alignment and uniformity (Wang & Isola 2020) on STS-B as
-diagnostics, as SimCSE does.
+diagnostics, as SimCSE does. ``--protocol senteval`` gives the original
+SentEval's numbers instead (CLEAR's Table 2 protocol): STS12-16 as the mean of
+their subsets, STS-B and SICK-R through SentEval's supervised regressor.
 """
 
 import argparse
@@ -28,6 +30,12 @@ AGGREGATION_NOTE = (
     'STS12-STS16: SentEval "all" aggregation, as SimCSE reports it: one Spearman over the '
     "pairs of all of a year's subsets pooled together (not the mean of the subsets). "
     "STS-B and SICK-R: {split} split."
+)
+
+SENTEVAL_NOTE = (
+    "Protocol senteval (the original SentEval, as CLEAR's Table 2): STS12-STS16: {average} of the "
+    "subsets' Spearman of cosine similarity; STS-B and SICK-R: Spearman of SentEval's regressor "
+    "(softmax over 1..5 on [|u-v|, u*v], trained on train, selected on dev, seed 1111) on test."
 )
 
 
@@ -69,6 +77,19 @@ def get_parser():
         help="STS-B and SICK-R split to score (default: test, as Table 2)",
     )
     data.add_argument(
+        "--protocol", choices=("simcse", "senteval"), default="simcse",
+        help="simcse: every task zero-shot, Spearman of cosine similarities, STS12-16 pooled "
+        "(SimCSE's and sentence-transformers' numbers); senteval: the original SentEval's, as "
+        "in CLEAR's Table 2: STS12-16 as the mean/wmean of their subsets, STS-B and SICK-R by "
+        "SentEval's regressor trained on the frozen vectors (train, dev for selection, test; "
+        "seed 1111); the JSON then holds both tables (default: simcse)",
+    )
+    data.add_argument(
+        "--senteval-average", choices=("wmean", "mean"), default="wmean",
+        help="--protocol senteval: STS12-16 as the size-weighted (wmean, SentEval's first "
+        "'ALL' line) or plain mean of the subsets' Spearman; the JSON holds both (default: wmean)",
+    )
+    data.add_argument(
         "--align-uniform-split", choices=("dev", "test", "none"), default="dev",
         help="STS-B split for alignment (pairs scored > 4) and uniformity (all sentences); "
         "SimCSE uses dev (default: dev; none: skip)",
@@ -93,17 +114,19 @@ def evaluate(hub, args):
     tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
     poolings = [p.strip() for p in args.poolings.split(",") if p.strip()]
     pair_sets, dirs = load_sts(args.sts_dir, tasks, args.sts_copy, args.split, args.align_uniform_split,
-                               args.skip_malformed)
+                               args.skip_malformed, args.protocol)
+    scoring = dict(protocol=args.protocol, senteval_average=args.senteval_average)
     models, truncated = {}, 0
     if hub is not None:
         encoder = hub_encoder(hub, poolings, args.head, args.batch_size, show_progress=sys.stderr.isatty())
         logger.info("embedding with %s (%s pooling)", args.checkpoint, ", ".join(poolings))
-        models[_checkpoint_name(args)] = score(encoder, pair_sets, args.align_uniform_split)
+        models[_checkpoint_name(args)] = score(encoder, pair_sets, args.align_uniform_split, **scoring)
         truncated = encoder.truncated
     for path in args.model or []:
         name = os.path.basename(os.path.normpath(path))
         logger.info("embedding with %s", path)
-        models[name] = score(as_encoder(path, batch_size=args.batch_size), pair_sets, args.align_uniform_split)
+        models[name] = score(as_encoder(path, batch_size=args.batch_size), pair_sets, args.align_uniform_split,
+                             **scoring)
     first = next(iter(models.values()))
     return {
         "checkpoint": os.path.abspath(args.checkpoint) if args.checkpoint else None,
@@ -112,9 +135,12 @@ def evaluate(hub, args):
         "sts_copy": args.sts_copy,
         "task_dirs": {t: os.path.abspath(dirs[t]) for t in tasks},
         "split": args.split,
-        "aggregation": "all",
-        "aggregation_note": AGGREGATION_NOTE.format(split=args.split),
-        "metric": "spearman x100 of cosine similarity",
+        "protocol": args.protocol,
+        "aggregation": "all" if args.protocol == "simcse" else args.senteval_average,
+        "aggregation_note": (AGGREGATION_NOTE.format(split=args.split) if args.protocol == "simcse"
+                             else SENTEVAL_NOTE.format(average=args.senteval_average)),
+        "metric": ("spearman x100 of cosine similarity" if args.protocol == "simcse" else
+                   "spearman x100: of cosine similarity (STS12-16), of SentEval's regressor (STS-B, SICK-R)"),
         "head": args.head,
         "sentences_truncated": truncated,
         "malformed_lines_skipped": sum(len(p.skipped) for p in pair_sets.values()),
@@ -147,9 +173,11 @@ def format_table(report, name) -> str:
     first = next(iter(report["results"].values()))["table"]
     columns = [t for t in TABLE2_TASKS if t in first] + ["Avg"]
     label_width = max(len(name) + 8, 16)
+    copy = 'SentEval tokenized+lowercased' if report['sts_copy'] == 'senteval' else 'raw'
     lines = [
-        "SentEval STS: Spearman's rho x 100 between the cosine similarity of the two sentence "
-        f"vectors and the gold score; {'SentEval tokenized+lowercased' if report['sts_copy'] == 'senteval' else 'raw'} copy",
+        f"SentEval STS, protocol {report['protocol']}: Spearman's rho x 100 "
+        + ("between the cosine similarity of the two sentence vectors and the gold score"
+           if report["protocol"] == "simcse" else "with the gold score") + f"; {copy} copy",
         report["aggregation_note"],
         "",
         "Method".ljust(label_width) + "".join(c.rjust(8) for c in columns),

@@ -59,11 +59,13 @@ def main(argv=None):
             print(" ".join(model_args(args.checkpoint)))
         elif args.command == "summarize":
             summary = summarize(args.log, args.task)
-            metric = summary["metric"]
+            metric, splits = summary["metric"], summary.get("dev_splits", [])
             for r in summary["validations"]:
-                print(f"epoch {r['epoch']:3d}  update {r['num_updates']:7d}  {metric} {r[metric]:.1f}")
+                parts = "".join(f"  {s} {r[s]:.1f}" for s in splits)
+                print(f"epoch {r['epoch']:3d}  update {r['num_updates']:7d}{parts}  {metric} {r[metric]:.1f}")
             best = summary["best"]
-            print(f"{args.task} dev {metric} (GLUE metric, best validation): {best[metric]:.1f} "
+            detail = f" ({' / '.join(f'{s} {best[s]:.1f}' for s in splits)}, mean)" if splits else ""
+            print(f"{args.task} dev {metric} (GLUE metric, best validation): {best[metric]:.1f}{detail} "
                   f"(epoch {best['epoch']}, update {best['num_updates']})")
             if args.json:
                 with open(args.json, "w", encoding="utf-8") as f:

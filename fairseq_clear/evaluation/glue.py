@@ -55,6 +55,11 @@ class GlueTask:
     def regression(self) -> bool:
         return self.num_classes == 1
 
+    @property
+    def valid_subsets(self) -> tuple:
+        """fairseq's names of the dev splits (prepare.sh binarizes them as valid, valid1, ...)."""
+        return tuple("valid" if i == 0 else f"valid{i}" for i in range(len(self.dev_splits)))
+
 
 #: fairseq's examples/roberta/README.glue.md settings (WNLI is not in it: RTE's, scaled)
 TASKS: Dict[str, GlueTask] = {
@@ -230,6 +235,8 @@ def settings(task: str, data_bin: Optional[str] = None, cpu: bool = False,
         "MAXIMIZE": "--maximize-best-checkpoint-metric" if maximize else "",
         "CRITERION_ARGS": " ".join(criterion),
         "GLUE_METRIC": spec.metric,
+        # MNLI: matched and mismatched are both validated; the best checkpoint follows the first
+        "VALID_SUBSETS": ",".join(spec.valid_subsets),
     }
 
 
@@ -287,22 +294,41 @@ def read_valid_records(log_path: str, subset: str = "valid") -> List[dict]:
     return records
 
 
-def summarize(log_path: str, task: str, subset: str = "valid") -> dict:
-    """GLUE dev metric per validation and the best (as Table 1 reports: best dev score)."""
+def summarize(log_path: str, task: str, subset: Optional[str] = None) -> dict:
+    """GLUE dev metric per validation and the best (as Table 1 reports: best dev score).
+
+    MNLI (two dev splits, matched and mismatched) reports both at every validation and their
+    mean, which Table 1 gives; the best validation is the one with the best mean.
+    """
     spec = get_task(task)
-    key = f"{subset}_{spec.metric}"
+    subsets = (subset,) if subset else spec.valid_subsets
+    per_subset = []
+    for name in subsets:
+        key = f"{name}_{spec.metric}"
+        rows = {}
+        for r in read_valid_records(log_path, name):
+            if key in r:
+                updates = int(r.get(f"{name}_num_updates", 0))
+                rows[updates] = {"epoch": int(r.get("epoch", 0)), "num_updates": updates, spec.metric: float(r[key])}
+        if not rows:
+            raise GlueDataError(
+                f"{log_path}: no '{key}' in the {name} records (was it written with --log-format json, "
+                f"--valid-subset {','.join(spec.valid_subsets)} and {REPORT_FLAGS[spec.metric] or 'a classification task'}?)"
+            )
+        per_subset.append(rows)
+    if len(per_subset) == 1:
+        rows = list(per_subset[0].values())
+        best = max(rows, key=lambda r: r[spec.metric])
+        return {"task": task, "metric": spec.metric, "validations": rows, "best": best}
+    common = sorted(set.intersection(*(set(r) for r in per_subset)))
     rows = []
-    for r in read_valid_records(log_path, subset):
-        if key in r:
-            rows.append({"epoch": int(r.get("epoch", 0)), "num_updates": int(r.get(f"{subset}_num_updates", 0)),
-                         spec.metric: float(r[key])})
-    if not rows:
-        raise GlueDataError(
-            f"{log_path}: no '{key}' in the {subset} records (was it written with --log-format json "
-            f"and {REPORT_FLAGS[spec.metric] or 'a classification task'}?)"
-        )
+    for updates in common:
+        values = {split: per_subset[i][updates][spec.metric] for i, split in enumerate(spec.dev_splits)}
+        rows.append({"epoch": per_subset[0][updates]["epoch"], "num_updates": updates, **values,
+                     spec.metric: float(np.mean(list(values.values())))})
     best = max(rows, key=lambda r: r[spec.metric])
-    return {"task": task, "metric": spec.metric, "validations": rows, "best": best}
+    return {"task": task, "metric": spec.metric, "dev_splits": list(spec.dev_splits),
+            "validations": rows, "best": best}
 
 
 def copy_tokenizer(source: str, dest: str) -> None:

@@ -280,19 +280,28 @@ def spearman(predicted, gold) -> float:
     return float(spearmanr(predicted, gold)[0]) * 100.0
 
 
+def pearson(predicted, gold) -> float:
+    """Pearson's r x100 (NaN when either side is constant)."""
+    predicted, gold = np.asarray(predicted, dtype=np.float64), np.asarray(gold, dtype=np.float64)
+    if len(predicted) < 2 or np.ptp(predicted) == 0 or np.ptp(gold) == 0:
+        return float("nan")
+    return float(np.corrcoef(predicted, gold)[0, 1]) * 100.0
+
+
 def score_pairs(pairs: StsPairs, similarities: np.ndarray) -> Dict[str, object]:
     """Spearman x100 of ``similarities`` (one per pair): "all" for the whole set, plus
-    per-subset scores and SentEval's mean / weighted mean of them where there are subsets."""
-    result = {"spearman": spearman(similarities, pairs.scores), "pairs": len(pairs)}
+    per-subset scores and SentEval's mean / weighted mean of them where there are subsets
+    (``mean``/``wmean`` Spearman; ``pearson_*`` the same with Pearson, as SentEval prints both)."""
+    result = {"spearman": spearman(similarities, pairs.scores), "pearson": pearson(similarities, pairs.scores),
+              "pairs": len(pairs)}
     if pairs.subsets:
-        per = {
-            name: spearman(similarities[a:b], pairs.scores[a:b]) for name, (a, b) in pairs.subsets.items()
-        }
         sizes = np.array([b - a for a, b in pairs.subsets.values()], dtype=np.float64)
-        values = np.array(list(per.values()))
-        result["subsets"] = per
-        result["mean"] = float(values.mean())
-        result["wmean"] = float((values * sizes).sum() / sizes.sum())
+        for metric, prefix in ((spearman, ""), (pearson, "pearson_")):
+            per = {name: metric(similarities[a:b], pairs.scores[a:b]) for name, (a, b) in pairs.subsets.items()}
+            values = np.array(list(per.values()))
+            result[f"{prefix}subsets"] = per
+            result[f"{prefix}mean"] = float(values.mean())
+            result[f"{prefix}wmean"] = float((values * sizes).sum() / sizes.sum())
     return result
 
 

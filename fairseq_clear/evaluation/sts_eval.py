@@ -35,21 +35,44 @@ class EncoderFn:
         return self.fn(sentences)
 
 
-def load_sts(sts_dir, tasks=ALL_TASKS, copy="senteval", split="test", align_split="dev", skip_malformed=False):
-    """(pair sets by task, plus '_align' for alignment/uniformity; the directory of each task)."""
+#: the protocols of ``clear-eval-sts --protocol`` (see :func:`score`)
+PROTOCOLS = ("simcse", "senteval")
+#: the tasks SentEval scores with its supervised regressor (train/dev/test)
+SUPERVISED_TASKS = ("STS-B", "SICK-R")
+
+
+def _split_key(split, task):
+    return f"_{split}:{task}"
+
+
+def load_sts(sts_dir, tasks=ALL_TASKS, copy="senteval", split="test", align_split="dev", skip_malformed=False,
+             protocol="simcse"):
+    """(pair sets by task, plus '_align' for alignment/uniformity and, for ``protocol='senteval'``,
+    STS-B's and SICK-R's train and dev splits; the directory of each task)."""
     tasks = list(tasks)
     unknown = [t for t in tasks if t not in ALL_TASKS]
     if unknown:
         raise ValueError(f"--tasks: unknown task(s) {unknown}, choose from {ALL_TASKS}")
+    if protocol not in PROTOCOLS:
+        raise ValueError(f"--protocol must be one of {', '.join(PROTOCOLS)}, got '{protocol}'")
+    if protocol == "senteval" and split != "test":
+        raise ValueError("--protocol senteval scores STS-B and SICK-R on test (its regressor is selected on dev): "
+                         "--split dev is for --protocol simcse")
     dirs = resolve_sts_dirs(sts_dir, copy)
     if copy == "senteval" and not os.path.isdir(os.path.join(sts_dir, SENTEVAL_COPY_DIR)):
         logger.info("--sts-copy senteval: no %s/ in %s, so its files are taken as SentEval's copy",
                     SENTEVAL_COPY_DIR, sts_dir)
     pair_sets = {t: load_task(t, dirs[t], skip_malformed, split) for t in tasks}
+    if protocol == "senteval":
+        for t in tasks:
+            if t in SUPERVISED_TASKS:
+                for extra in ("train", "dev"):
+                    pair_sets[_split_key(extra, t)] = load_task(t, dirs[t], skip_malformed, extra)
     if align_split != "none":
         pair_sets["_align"] = load_task("STS-B", dirs["STS-B"], skip_malformed, align_split)
     for name, pairs in pair_sets.items():
-        logger.info("%s: %d pairs from %s", name.strip("_"), len(pairs), dirs["STS-B" if name == "_align" else name])
+        task = "STS-B" if name == "_align" else name.split(":")[-1]
+        logger.info("%s: %d pairs from %s", name.strip("_"), len(pairs), dirs[task])
     return pair_sets, dirs
 
 
@@ -119,10 +142,22 @@ def _hf_mean_encoder(path, label, batch_size):
     return EncoderFn(encode)
 
 
-def score(encoder: Encoder, pair_sets, align_split="dev") -> Dict[str, dict]:
-    """Per label: Table 2 row, per-task scores, alignment/uniformity."""
-    from ..models.inference import cosine_rows
+def score(encoder: Encoder, pair_sets, align_split="dev", protocol="simcse", senteval_average="wmean",
+          seed=1111) -> Dict[str, dict]:
+    """Per label: the Table 2 row of ``protocol``, per-task scores, alignment/uniformity.
 
+    ``simcse``: every task by the Spearman of cosine similarities, STS12-16 pooled ("all").
+    ``senteval``: the original SentEval's numbers (CLEAR's Table 2): STS12-16 as the mean
+    (``senteval_average='mean'``) or size-weighted mean (``'wmean'``) of the subsets' Spearman,
+    STS-B and SICK-R as SentEval's regressor trained on the frozen vectors
+    (:mod:`.senteval_relatedness`, ``seed``). Both tables are in ``tables``."""
+    from ..models.inference import cosine_rows
+    from .senteval_relatedness import evaluate_relatedness
+
+    if protocol not in PROTOCOLS:
+        raise ValueError(f"--protocol must be one of {', '.join(PROTOCOLS)}, got '{protocol}'")
+    if senteval_average not in ("mean", "wmean"):
+        raise ValueError(f"--senteval-average must be mean or wmean, got '{senteval_average}'")
     sentences, rows = unique_sentences(list(pair_sets.values()))
     start = time.time()
     vectors = encoder(sentences)
@@ -132,16 +167,39 @@ def score(encoder: Encoder, pair_sets, align_split="dev") -> Dict[str, dict]:
         v = torch.as_tensor(np.asarray(v, dtype=np.float32))
         if v.shape[0] != len(sentences):
             raise ValueError(f"encoder '{label}' returned {v.shape[0]} vectors for {len(sentences)} sentences")
-        per_task = {}
+        per_task, pairs_vectors = {}, {}
         for (name, pairs), (r1, r2) in zip(pair_sets.items(), rows):
             a, b = v[torch.from_numpy(r1)], v[torch.from_numpy(r2)]
+            pairs_vectors[name] = (a.numpy(), b.numpy(), pairs)
             if name == "_align":
                 per_task["_align"] = {"split": align_split, **alignment_uniformity(a.numpy(), b.numpy(), pairs.scores)}
-                continue
-            per_task[name] = score_pairs(pairs, cosine_rows(a, b))
-        table = {t: per_task[t]["spearman"] for t in TABLE2_TASKS if t in per_task}
+            elif not name.startswith("_"):
+                per_task[name] = score_pairs(pairs, cosine_rows(a, b))
+        tables = {"simcse": {t: per_task[t]["spearman"] for t in TABLE2_TASKS if t in per_task}}
+        if protocol == "senteval":
+            tables["senteval"] = {}
+            for t in TABLE2_TASKS:
+                if t not in per_task:
+                    continue
+                if t in SUPERVISED_TASKS:
+                    splits = {}
+                    for split, key in (("train", _split_key("train", t)), ("dev", _split_key("dev", t)), ("test", t)):
+                        a, b, pairs = pairs_vectors[key]
+                        splits[split] = (a, b, pairs.scores, pairs.sent1, pairs.sent2)
+                    start = time.time()
+                    per_task[t]["senteval"] = evaluate_relatedness(splits, seed)
+                    logger.info("%s %s: SentEval regressor, %d epochs in %.1f s", label, t,
+                                per_task[t]["senteval"]["epochs"], time.time() - start)
+                else:
+                    per_task[t]["senteval"] = {k: per_task[t][k] for k in ("mean", "wmean", "pearson_mean",
+                                                                           "pearson_wmean")}
+                    per_task[t]["senteval"]["spearman"] = per_task[t][senteval_average]
+                tables["senteval"][t] = per_task[t]["senteval"]["spearman"]
+        for table in tables.values():
+            table["Avg"] = float(np.mean(list(table.values()))) if table else float("nan")
         results[label] = {
-            "table": {**table, "Avg": float(np.mean(list(table.values()))) if table else float("nan")},
+            "table": tables[protocol],
+            "tables": tables,
             "tasks": {k: x for k, x in per_task.items() if k != "_align"},
             "alignment_uniformity": per_task.get("_align"),
         }
@@ -149,10 +207,11 @@ def score(encoder: Encoder, pair_sets, align_split="dev") -> Dict[str, dict]:
 
 
 def evaluate_sts(encoders: Dict[str, object], sts_dir, tasks=ALL_TASKS, copy="senteval", split="test",
-                 align_split="dev", skip_malformed=False) -> Dict[str, Dict[str, dict]]:
+                 align_split="dev", skip_malformed=False, protocol="simcse",
+                 senteval_average="wmean") -> Dict[str, Dict[str, dict]]:
     """``{model name: {label: results}}`` for encoders given as :data:`Encoder`, directories or callables."""
-    pair_sets, _ = load_sts(sts_dir, tasks, copy, split, align_split, skip_malformed)
+    pair_sets, _ = load_sts(sts_dir, tasks, copy, split, align_split, skip_malformed, protocol)
     out = {}
     for name, enc in encoders.items():
-        out[name] = score(as_encoder(enc), pair_sets, align_split)
+        out[name] = score(as_encoder(enc), pair_sets, align_split, protocol, senteval_average)
     return out

@@ -24,6 +24,7 @@ import tempfile
 import numpy as np
 import torch
 
+from .errors import ExportError  # noqa: F401  (part of this module's API)
 from .output_dir import staged_output
 
 logger = logging.getLogger(__name__)
@@ -41,10 +42,6 @@ CHECK_SENTENCES = [
     "THE QUICK BROWN FOX JUMPS OVER THE LAZY DOG",
     "   leading and trailing   spaces   ",
 ]
-
-
-class ExportError(ValueError):
-    """The checkpoint cannot be represented exactly as an XLM-R model; the message says why."""
 
 
 def check_vocabulary_layout(tokenizer, dictionary):

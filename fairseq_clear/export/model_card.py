@@ -9,6 +9,8 @@ have: without ``pooler=...`` it would read a randomly initialised one).
 import os
 from typing import Optional
 
+from .errors import ExportError
+
 #: SimCSE's tool (simcse.SimCSE(..., pooler=...)) for each of our poolings
 SIMCSE_POOLER = {"cls": "cls_before_pooler", "mean": "avg"}
 
@@ -17,8 +19,6 @@ def read_sts_table(path: str, pooling: Optional[str] = None) -> dict:
     """The STS table (task -> Spearman x 100) of a clear-eval-sts --json file, for ``pooling``
     (default: the file's only pooling)."""
     import json
-
-    from .hf import ExportError
 
     try:
         with open(path, encoding="utf-8") as f:
