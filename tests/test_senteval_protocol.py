@@ -87,3 +87,14 @@ def test_protocol_senteval_reports_subset_means_and_the_regressor(tmp_path):
         assert res["tasks"][t]["senteval"]["train_pairs"] > 0
     assert res["tables"]["simcse"] == pytest.approx(simcse["table"], nan_ok=True)
     assert res["table"]["Avg"] == pytest.approx(np.mean([v for k, v in res["table"].items() if k != "Avg"]))
+
+
+def test_the_model_card_table_stays_the_cosine_one_for_a_senteval_report(tmp_path):
+    from fairseq_clear.export.model_card import read_sts_table
+
+    report = {"results": {"mean": {"table": {"STS-B": 90.0, "Avg": 90.0},
+                                   "tables": {"simcse": {"STS-B": 80.0, "Avg": 80.0},
+                                              "senteval": {"STS-B": 90.0, "Avg": 90.0}}}}}
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(report))
+    assert read_sts_table(str(path)) == {"STS-B": 80.0, "Avg": 80.0}

@@ -16,8 +16,9 @@ SIMCSE_POOLER = {"cls": "cls_before_pooler", "mean": "avg"}
 
 
 def read_sts_table(path: str, pooling: Optional[str] = None) -> dict:
-    """The STS table (task -> Spearman x 100) of a clear-eval-sts --json file, for ``pooling``
-    (default: the file's only pooling)."""
+    """The zero-shot cosine STS table (task -> Spearman x 100) of a clear-eval-sts --json file, for
+    ``pooling`` (default: the file's only pooling); from a ``--protocol senteval`` file its
+    ``simcse`` table, since the card's table is labelled cosine."""
     import json
 
     try:
@@ -30,7 +31,8 @@ def read_sts_table(path: str, pooling: Optional[str] = None) -> dict:
     if pooling not in results:
         raise ExportError(f"--sts-results: '{path}' has no results for pooling '{pooling}' (it has: "
                           f"{', '.join(results)}); pass --pooling")
-    return dict(results[pooling]["table"])
+    entry = results[pooling]
+    return dict(entry.get("tables", {}).get("simcse", entry["table"]))
 
 
 def _get(cfg, key, default=None):
