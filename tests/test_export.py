@@ -111,7 +111,7 @@ def test_real_text_tokenizes_identically():
     import sentencepiece as spm
     from fairseq.data import Dictionary
 
-    from fairseq_clear.export.hf import build_tokenizer
+    from fairseq_clear.export.hf import build_tokenizer, keep_special_text
     from fairseq_clear.models.inference import SentencepieceTokenizer
     from fairseq_clear.evaluation.sts import read_sts_benchmark
 
@@ -125,6 +125,9 @@ def test_real_text_tokenizes_identically():
         write_dict_from_spm(os.path.join(tmp, "sp.model"), os.path.join(tmp, "dict.txt"))
         ours = SentencepieceTokenizer(os.path.join(tmp, "sp.model"), Dictionary.load(os.path.join(tmp, "dict.txt")))
         theirs = build_tokenizer(os.path.join(tmp, "sp.model"), 512)
+        # its lower special scores must not change how real text (unknown characters too) is read
+        kept = [t for t in ("<s>", "<pad>", "</s>", "<unk>", "<mask>") if t not in keep_special_text(theirs)]
+        sentences += [f"{s} {' '.join(kept)}" for s in sentences[:50]]
         want = [t.tolist() for t in ours.encode(sentences)]
         got = theirs(sentences)["input_ids"]
     mismatches = [s for s, a, b in zip(sentences, want, got) if a != b]
@@ -161,3 +164,66 @@ def test_model_card_says_what_the_model_is_and_how_to_read_it(hub, tmp_path, poo
     assert f"{pooling} pooling of the last layer" in card
     assert simcse in card
     assert "sentencepiece tokenizer" in card and os.path.basename(str(hub.cfg.task.data).rstrip("/")) in card
+
+
+@pytest.mark.parametrize("model_type", ["unigram", "bpe"])
+def test_literal_special_token_text_stays_text(tmp_path, model_type):
+    """'<mask>' typed in a sentence is text for our sentencepiece tokenizer: the export reads it so too,
+    after a save and reload (split_special_tokens in tokenizer_config.json), unless a character of it
+    has no piece (then it is named)."""
+    import sentencepiece as spm
+    from fairseq.data import Dictionary
+    from transformers import AutoTokenizer
+
+    from fairseq_clear.export.hf import build_tokenizer, keep_special_text
+    from fairseq_clear.models.inference import SentencepieceTokenizer
+
+    text = synthetic_sentences(500, seed=3) + ["tags <b> and </b> or a < b > c / d: pad, unk, mask"] * 20
+    (tmp_path / "t.txt").write_text("\n".join(text) + "\n", encoding="utf-8")
+    spm.SentencePieceTrainer.train(input=str(tmp_path / "t.txt"), model_prefix=str(tmp_path / "sp"),
+                                   vocab_size=120, model_type=model_type, hard_vocab_limit=False, minloglevel=2)
+    write_dict_from_spm(str(tmp_path / "sp.model"), str(tmp_path / "dict.txt"))
+    ours = SentencepieceTokenizer(str(tmp_path / "sp.model"), Dictionary.load(str(tmp_path / "dict.txt")))
+    tokenizer = build_tokenizer(str(tmp_path / "sp.model"), 512)
+    probe = ["the cat <mask> sees", "<s> hello </s>", "a<pad>b <unk>", "x </s><mask>", "<mask>", "plain text"]
+    before = [tokenizer(s)["input_ids"] for s in probe]
+    assert keep_special_text(tokenizer) == []
+    tokenizer.save_pretrained(str(tmp_path / "tok"))
+    reloaded = AutoTokenizer.from_pretrained(str(tmp_path / "tok"))
+    want = [t.tolist() for t in ours.encode(probe)]
+    assert [reloaded(s)["input_ids"] for s in probe] == want
+    if model_type == "unigram":
+        assert before[0] != want[0]  # without it, '<mask>' was the mask token
+
+    # a model without '/' cannot keep '</s>' as text: it is named
+    (tmp_path / "u.txt").write_text("\n".join(synthetic_sentences(500, seed=3) + ["a < b > c"] * 20) + "\n",
+                                    encoding="utf-8")
+    spm.SentencePieceTrainer.train(input=str(tmp_path / "u.txt"), model_prefix=str(tmp_path / "u"),
+                                   vocab_size=100, model_type="unigram", hard_vocab_limit=False, minloglevel=2)
+    assert "</s>" in keep_special_text(build_tokenizer(str(tmp_path / "u.model"), 512))
+
+
+def test_export_of_a_model_that_knows_the_characters_keeps_literal_specials_as_text(tmp_path):
+    """End to end: a checkpoint whose sentencepiece model has '<', '>', '/' and the letters; the
+    CLI's verification embeds sentences with each special's text in them, and sentence-transformers
+    gives the hub's vectors for them."""
+    from sentence_transformers import SentenceTransformer
+
+    from helpers import make_binarized, train_args
+
+    from fairseq_clear.models import ClearRobertaModel
+
+    text = synthetic_sentences(400, seed=0) + ["tags <b> and </b> or a < b > c / d: pad, unk, mask, x, y, z"] * 40
+    data = make_binarized(tmp_path / "corpus", text, synthetic_sentences(40, seed=1))
+    run_cli(train_args(data, tmp_path / "ckpt", max_update=4))
+    out = tmp_path / "st"
+    log = run_cli([bin_path("clear-export-hf"), "--checkpoint", tmp_path / "ckpt" / "checkpoint_last.pt",
+                   "--data", data, "--out", out]).stdout
+    assert "matches the hub within" in log
+    meta = json.loads((out / "fairseq_clear_export.json").read_text())
+    assert meta["literal_special_tokens"] == {"text": True, "except": []}
+    hub = ClearRobertaModel.from_pretrained(str(tmp_path / "ckpt"), "checkpoint_last.pt", str(data))
+    st = SentenceTransformer(str(out), device="cpu")
+    probe = ["fill the <mask> here", "<s> tags </s>", "a <pad> and an <unk>"]
+    np.testing.assert_allclose(st.encode(probe), hub.embed(probe), atol=1e-4, rtol=0)
+    assert [st.tokenizer(s)["input_ids"] for s in probe] == [hub.encode(s).tolist() for s in probe]

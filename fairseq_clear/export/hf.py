@@ -100,6 +100,37 @@ def build_tokenizer(spm_path: str, max_positions: int):
     return tok
 
 
+def keep_special_text(tok) -> list:
+    """Make literal special-token text in the input (``<mask>``, ``</s>``) stay text, as fairseq's
+    sentencepiece and GPT-2 BPE read it; returns the special tokens whose text still cannot.
+
+    ``split_special_tokens`` (saved in tokenizer_config.json) stops transformers from matching
+    special tokens in raw text. A unigram model would then still pick the special pieces in its
+    lattice (XLM-R's conversion gives them score 0, the best), so their scores are put below
+    any path of single-character pieces over their text; sentencepiece never matches them. A
+    special whose text has a character without a piece of its own (an unknown character: the
+    unknown penalty is relative to the lowest score) can still win, and is returned."""
+    import json as _json
+
+    from tokenizers import Tokenizer
+
+    tok.split_special_tokens = True
+    tok.init_kwargs["split_special_tokens"] = True
+    state = _json.loads(tok.backend_tokenizer.to_str())
+    if state["model"].get("type") != "Unigram":
+        return []  # BPE merges never build the special tokens from text
+    vocab = state["model"]["vocab"]
+    special_ids = sorted(set(tok.all_special_ids))
+    normal = [score for i, (_, score) in enumerate(vocab) if i not in special_ids]
+    pieces = {piece for piece, _ in vocab}
+    longest = max(len(vocab[i][0]) for i in special_ids)
+    floor = (min(normal) - 10.0) * (longest + 1) - 1.0
+    for i in special_ids:
+        vocab[i][1] = floor
+    tok._tokenizer = Tokenizer.from_str(_json.dumps(state))
+    return [vocab[i][0] for i in special_ids if any(c not in pieces for c in vocab[i][0])]
+
+
 def _bpe_tokenizer(spm_path):
     # transformers builds a BPE tokenizer from the .model with sentencepiece's own ids;
     # shift them into XLM-R's layout (<s> <pad> </s> <unk>, pieces at id + 1, <mask>)
@@ -353,6 +384,15 @@ def _write_export(hub, out_dir, pooling, head, normalize, with_lm_head, sts_tabl
         else:
             tokenizer = build_row_tokenizer(hub.tokenizer.tokenizer, hub.task.source_dictionary, max_positions,
                                             vocab_dir)
+        source = hub.tokenizer.tokenizer
+        literal_specials = None  # Hugging Face's reading (an imported model's own tokenizer.json)
+        if getattr(source, "fast", None) is None and kind in ("sentencepiece", "gpt2"):
+            not_text = keep_special_text(tokenizer)
+            literal_specials = {"text": True, "except": not_text}
+            if not_text:
+                logger.warning("literal %s in input text will be read as special tokens by the exported tokenizer "
+                               "(its sentencepiece model has no piece for some of their characters); our hub "
+                               "reads them as text", ", ".join(not_text))
         tokenizer.save_pretrained(tmp)
         # no pooler: sentence vectors come from the Pooling module, as in the paper
         transformer = Transformer(tmp, max_seq_length=max_positions, model_kwargs={"add_pooling_layer": False})
@@ -383,8 +423,23 @@ def _write_export(hub, out_dir, pooling, head, normalize, with_lm_head, sts_tabl
         f.write(render(hub, pooling, head, normalize, len(modules), sts_table))
     with open(os.path.join(out_dir, "fairseq_clear_export.json"), "w", encoding="utf-8") as f:
         json.dump({"pooling": pooling, "head": head, "normalize": normalize,
-                   "max_positions": max_positions, "arch": getattr(model.args, "arch", None)}, f, indent=2)
+                   "max_positions": max_positions, "arch": getattr(model.args, "arch", None),
+                   "literal_special_tokens": literal_specials}, f, indent=2)
     return st
+
+
+def literal_special_probes(tokenizer, out_dir: str) -> list:
+    """Sentences with each special token's text inside, for the tokens the export reads as our hub
+    does (all but ``literal_special_tokens.except`` of fairseq_clear_export.json)."""
+    with open(os.path.join(out_dir, "fairseq_clear_export.json"), encoding="utf-8") as f:
+        literal = json.load(f).get("literal_special_tokens") or {}
+    # not the pad token: where it is read as the token (an imported model's tokenizer), fairseq masks
+    # it out like padding and transformers attends to it
+    skip = set(literal.get("except", [])) | {tokenizer.pad_token}
+    tokens = [t for t in tokenizer.all_special_tokens if t not in skip]
+    if not tokens:
+        return []
+    return [f"Literal {t} inside a sentence." for t in tokens] + ["x" + "y".join(tokens) + "z"]
 
 
 def verify(hub, out_dir: str, sentences, pooling, head, normalize, tolerance=1e-4) -> float:
@@ -392,12 +447,13 @@ def verify(hub, out_dir: str, sentences, pooling, head, normalize, tolerance=1e-
     from sentence_transformers import SentenceTransformer
 
     st = SentenceTransformer(out_dir, device="cpu")
+    sentences = list(sentences) + literal_special_probes(st.tokenizer, out_dir)
     ours = hub.embed(sentences, pooling=pooling, head=head, normalize=normalize)
     theirs = st.encode(sentences, convert_to_numpy=True, batch_size=8)
     tokenize = getattr(st, "preprocess", None) or st.tokenize  # tokenize(): sentence-transformers < 6
-    ids_st = tokenize(sentences)["input_ids"]
+    features = tokenize(sentences)
     for i, s in enumerate(sentences):
-        got = [t for t in ids_st[i].tolist() if t != 1]
+        got = features["input_ids"][i][features["attention_mask"][i].bool()].tolist()  # without the padding
         want = hub.tokenizer.encode([s], max_positions=hub.model.max_positions())[0].tolist()
         if got != want:
             raise ExportError(f"exported tokenizer disagrees on {s!r}: {got[:12]} vs {want[:12]}")
