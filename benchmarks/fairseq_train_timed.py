@@ -148,6 +148,9 @@ def main():
             "train_seconds": sum(r["step_s"] + (r["gap_s"] or 0) for r in records),
             "process_seconds": time.perf_counter() - state["start"],
             "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
+            # the device's own peak (None on CPU): what a GPU run is limited by
+            "peak_device_mb": (torch.cuda.max_memory_allocated() / 2**20
+                               if torch.cuda.is_available() and torch.cuda.is_initialized() else None),
             "torch_threads": torch.get_num_threads(),
         }
         with open(path, "w") as f:

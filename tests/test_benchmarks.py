@@ -125,3 +125,25 @@ def test_gradcache_benchmark_runs_in_a_small_form(tmp_path):
     rows = json.loads(out.read_text())["rows"]
     assert {(r["sentences"], r["chunk"]) for r in rows} == {(8, 0), (8, 4)}
     assert all(r["peak_mb"] >= 0 and r["seconds"] > 0 for r in rows)
+
+
+def test_gpu_benchmark_runs_in_a_small_form_on_cpu(data, tmp_path):
+    """benchmarks/bench_gpu.py keeps working without a GPU (toy sizes) and says it ran on CPU."""
+    sentences = tmp_path / "s.txt"
+    sentences.write_text("\n".join(synthetic_sentences(50, seed=9)) + "\n", encoding="utf-8")
+    out = tmp_path / "gpu.json"
+    proc = run_cli([sys.executable, BENCH / "bench_gpu.py", "--small", "--device", "cpu", "--data", data,
+                    "--sentences", sentences, "--updates", "2", "--warmup", "1", "--batch-start", "4",
+                    "--batch-max", "8", "--chunk", "4", "--embed-sentences", "50", "--out", out])
+    assert "not GPU numbers" in proc.stdout
+    result = json.loads(out.read_text())
+    assert result["cuda"] is False and result["precisions"] == ["fp32"] and "apex_importable" in result
+    row = result["train"][0]
+    assert row["s_tokens_clear"] == row["s_tokens_masked_lm"] > 0  # the same blocks
+    assert row["views_tokens_clear"] > 0 and row["token_floor"] > 1 and row["time_ratio"] > 0
+    assert row["peak_device_mb_clear"] is None  # no device memory on CPU
+    assert result["largest_contrastive_batch"]["fp32"]["4"] == {"largest_sentences": 8, "stopped_by": "cap"}
+    assert result["embed"]["fp32"]["max_abs_diff"] < 1e-4 and result["embed"]["fp32"]["embed_sent_per_s"] > 0
+    bad = run_cli([sys.executable, BENCH / "bench_gpu.py", "--small", "--device", "cpu", "--data", data,
+                   "--precisions", "fp16", "--out", out], check=False)
+    assert bad.returncode != 0 and "--precisions" in bad.stdout
