@@ -98,3 +98,61 @@ def test_training_with_chunks_resumes_bit_exactly(tiny_data, tmp_path):
     a = safe_load(tmp_path / "straight" / "checkpoint_last.pt")["model"]
     b = safe_load(tmp_path / "resumed" / "checkpoint_last.pt")["model"]
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+# ---- --mlm-chunk-size: the masked-LM term in recomputed chunks ----------------------------
+
+def _mlm_grads(model, criterion, sample, mlm_chunk, contrastive_chunk=0, seed=11):
+    criterion.cfg.mlm_chunk_size = mlm_chunk
+    try:
+        return _grads(model, criterion, sample, contrastive_chunk, seed=seed)
+    finally:
+        criterion.cfg.mlm_chunk_size = 0
+
+
+@pytest.mark.parametrize("mlm_chunk", [5, 16])
+def test_mlm_chunks_dropout_off_same_gradients_as_the_whole_batch(tiny_data, mlm_chunk):
+    model, criterion, sample = _setup(tiny_data, "--dropout", "0", "--attention-dropout", "0")
+    model.double()
+    loss_full, full = _mlm_grads(model, criterion, sample, 0)
+    loss_chunked, chunked = _mlm_grads(model, criterion, sample, mlm_chunk, contrastive_chunk=8)
+    assert loss_chunked == pytest.approx(loss_full, abs=1e-10)
+    _assert_same(chunked, full, tol=1e-12)
+    assert any(k.startswith("encoder.lm_head") for k in chunked)
+
+
+def test_mlm_chunks_replay_dropout_and_leave_the_rng_as_the_forward_did(tiny_data, monkeypatch):
+    model, criterion, sample = _setup(tiny_data, "--dropout", "0.1", "--attention-dropout", "0.1", "--cl-weight", "0")
+    # the reference: the same chunks, each with its graph kept (no recomputation)
+    monkeypatch.setattr("torch.utils.checkpoint.checkpoint", lambda fn, *a, use_reentrant=None: fn(*a))
+    loss_ref, ref = _mlm_grads(model, criterion, sample, 7)
+    monkeypatch.undo()
+    criterion.cfg.mlm_chunk_size = 7
+    model.train()
+    model.zero_grad()
+    torch.manual_seed(11)
+    loss, _, _ = criterion(model, sample)
+    rng_after_forward = torch.get_rng_state()
+    loss.backward()
+    assert torch.equal(torch.get_rng_state(), rng_after_forward)
+    chunked = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+    criterion.cfg.mlm_chunk_size = 0
+    assert float(loss) == pytest.approx(loss_ref, abs=1e-6)
+    _assert_same(chunked, ref)
+    # and dropout was on: the whole batch at once draws other masks
+    loss_full, _ = _mlm_grads(model, criterion, sample, 0)
+    assert abs(loss_full - loss_ref) > 1e-6
+
+
+def test_mlm_chunks_train_resume_and_refuse_bad_values(tiny_data, tmp_path):
+    from fairseq_clear.checkpoint_safety import safe_load
+
+    proc = run_cli(train_args(tiny_data, tmp_path / "bad", "--mlm-chunk-size", "-2", max_update=1), check=False)
+    assert proc.returncode != 0 and "--mlm-chunk-size must be >= 0" in proc.stdout
+    chunks = ["--mlm-chunk-size", "5", "--contrastive-chunk-size", "6", "--save-interval-updates", "2"]
+    run_cli(train_args(tiny_data, tmp_path / "straight", *chunks, max_update=4))
+    run_cli(train_args(tiny_data, tmp_path / "resumed", *chunks, max_update=2))
+    run_cli(train_args(tiny_data, tmp_path / "resumed", *chunks, max_update=4))
+    a = safe_load(tmp_path / "straight" / "checkpoint_last.pt")["model"]
+    b = safe_load(tmp_path / "resumed" / "checkpoint_last.pt")["model"]
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)

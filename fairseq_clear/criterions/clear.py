@@ -74,6 +74,15 @@ class ClearCriterionConfig(FairseqDataclass):
             "node); 0 = off. Several ranks need --ddp-backend legacy_ddp (see fairseq_clear/gradcache.py)"
         },
     )
+    mlm_chunk_size: int = field(
+        default=0,
+        metadata={
+            "help": "compute the masked-LM term in chunks of this many rows, each recomputed in the "
+            "backward pass (activation checkpointing, dropout masks replayed), so that with "
+            "--contrastive-chunk-size a whole 8,192-sentence batch fits one device and forms ONE "
+            "contrastive problem with --update-freq 1; 0 = off. Several ranks need --ddp-backend legacy_ddp"
+        },
+    )
     hard_negative_weight: float = field(
         default=0.0,
         metadata={
@@ -150,12 +159,16 @@ class ClearCriterion(FairseqCriterion):
             )
         if cfg.contrastive_chunk_size < 0:
             raise ValueError(f"--contrastive-chunk-size must be >= 0, got {cfg.contrastive_chunk_size}")
+        if cfg.mlm_chunk_size < 0:
+            raise ValueError(f"--mlm-chunk-size must be >= 0, got {cfg.mlm_chunk_size}")
         ddp_backend = str(getattr(cfg, "ddp_backend", "pytorch_ddp"))
-        if cfg.contrastive_chunk_size > 0 and world_size > 1 and ddp_backend not in ("legacy_ddp", "no_c10d"):
-            raise ValueError(
-                "--contrastive-chunk-size with several ranks needs --ddp-backend legacy_ddp: the "
-                "re-encoding backward makes parameters ready more than once, which torch's DDP refuses"
-            )
+        for flag, value in (("--contrastive-chunk-size", cfg.contrastive_chunk_size),
+                            ("--mlm-chunk-size", cfg.mlm_chunk_size)):
+            if value > 0 and world_size > 1 and ddp_backend not in ("legacy_ddp", "no_c10d"):
+                raise ValueError(
+                    f"{flag} with several ranks needs --ddp-backend legacy_ddp: the re-encoding "
+                    "backward makes parameters ready more than once, which torch's DDP refuses"
+                )
         if getattr(task, "uses_hard_negatives", False) and cfg.loss_form != "simcse":
             # nt-xent has no place for them: they would be dropped without a word
             raise ValueError(
@@ -169,9 +182,26 @@ class ClearCriterion(FairseqCriterion):
 
     # ---- masked LM -------------------------------------------------------------
     def _mlm(self, model, net_input, target):
-        """Summed cross-entropy over masked tokens, as fairseq's masked_lm criterion."""
+        """Summed cross-entropy over masked tokens, as fairseq's masked_lm criterion; with
+        --mlm-chunk-size, chunk by chunk, each recomputed in the backward pass."""
+        n_masked = target.ne(self.padding_idx).sum()
+        rows, chunk = target.size(0), self.cfg.mlm_chunk_size
+        if chunk <= 0 or rows <= chunk or not (model.training and torch.is_grad_enabled()):
+            return self._mlm_rows(model, net_input, target), n_masked
+        from torch.utils.checkpoint import checkpoint
+
+        loss = None
+        for start in range(0, rows, chunk):
+            part = {k: v[start:start + chunk] if torch.is_tensor(v) and v.dim() > 0 and v.size(0) == rows else v
+                    for k, v in net_input.items()}
+            # non-reentrant: keeps only the inputs; the RNG state is saved and restored around
+            # the recomputation, so dropout is replayed and the RNG ends where the forward left it
+            piece = checkpoint(self._mlm_rows, model, part, target[start:start + chunk], use_reentrant=False)
+            loss = piece if loss is None else loss + piece
+        return loss, n_masked
+
+    def _mlm_rows(self, model, net_input, target):
         masked = target.ne(self.padding_idx)
-        n_masked = masked.sum()
         # with nothing masked the LM head sees 0 rows and the sum is 0
         logits = model(**net_input, masked_tokens=masked)[0]
         loss = modules.cross_entropy(
@@ -180,7 +210,7 @@ class ClearCriterion(FairseqCriterion):
             reduction="sum",
             ignore_index=self.padding_idx,
         )
-        return loss, n_masked
+        return loss
 
     # ---- contrastive -----------------------------------------------------------
     def _embed_views(self, model, views):
