@@ -88,16 +88,21 @@ def test_bad_chunk_size_and_ddp_backend_are_refused(tiny_data, tmp_path):
     assert proc.returncode != 0 and "--contrastive-chunk-size must be >= 0" in proc.stdout
 
 
-def test_training_with_chunks_resumes_bit_exactly(tiny_data, tmp_path):
+def _assert_resume_is_bit_exact(tiny_data, tmp_path, options, updates):
+    """Training ``updates`` straight equals training half, stopping and resuming."""
     from fairseq_clear.checkpoint_safety import safe_load
 
-    chunk = ["--contrastive-chunk-size", "6", "--save-interval-updates", "3"]
-    run_cli(train_args(tiny_data, tmp_path / "straight", *chunk, max_update=6))
-    run_cli(train_args(tiny_data, tmp_path / "resumed", *chunk, max_update=3))
-    run_cli(train_args(tiny_data, tmp_path / "resumed", *chunk, max_update=6))
+    options = [*options, "--save-interval-updates", str(updates // 2)]
+    run_cli(train_args(tiny_data, tmp_path / "straight", *options, max_update=updates))
+    run_cli(train_args(tiny_data, tmp_path / "resumed", *options, max_update=updates // 2))
+    run_cli(train_args(tiny_data, tmp_path / "resumed", *options, max_update=updates))
     a = safe_load(tmp_path / "straight" / "checkpoint_last.pt")["model"]
     b = safe_load(tmp_path / "resumed" / "checkpoint_last.pt")["model"]
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_training_with_chunks_resumes_bit_exactly(tiny_data, tmp_path):
+    _assert_resume_is_bit_exact(tiny_data, tmp_path, ["--contrastive-chunk-size", "6"], 6)
 
 
 # ---- --mlm-chunk-size: the masked-LM term in recomputed chunks ----------------------------
@@ -145,14 +150,6 @@ def test_mlm_chunks_replay_dropout_and_leave_the_rng_as_the_forward_did(tiny_dat
 
 
 def test_mlm_chunks_train_resume_and_refuse_bad_values(tiny_data, tmp_path):
-    from fairseq_clear.checkpoint_safety import safe_load
-
     proc = run_cli(train_args(tiny_data, tmp_path / "bad", "--mlm-chunk-size", "-2", max_update=1), check=False)
     assert proc.returncode != 0 and "--mlm-chunk-size must be >= 0" in proc.stdout
-    chunks = ["--mlm-chunk-size", "5", "--contrastive-chunk-size", "6", "--save-interval-updates", "2"]
-    run_cli(train_args(tiny_data, tmp_path / "straight", *chunks, max_update=4))
-    run_cli(train_args(tiny_data, tmp_path / "resumed", *chunks, max_update=2))
-    run_cli(train_args(tiny_data, tmp_path / "resumed", *chunks, max_update=4))
-    a = safe_load(tmp_path / "straight" / "checkpoint_last.pt")["model"]
-    b = safe_load(tmp_path / "resumed" / "checkpoint_last.pt")["model"]
-    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    _assert_resume_is_bit_exact(tiny_data, tmp_path, ["--mlm-chunk-size", "5", "--contrastive-chunk-size", "6"], 4)
