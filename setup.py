@@ -47,6 +47,9 @@ setup(
         "export": ["transformers", "sentence-transformers"],
         # EmbeddingIndex uses faiss when installed (exact inner-product search), torch top-k otherwise
         "faiss": ["faiss-cpu"],
+        # MtebEncoder; pyarrow (via datasets) >= 20 refuses to import with numpy<2
+        # ("pyarrow requires NumPy 2.0 or newer"), and fairseq needs numpy<2
+        "mteb": ["mteb>=2,<3", "pyarrow<20"],
     },
     entry_points={
         "console_scripts": [

@@ -14,6 +14,9 @@ Compares, over the STS-B test sentences (both sides of every pair):
 * a per-sentence ``extract_features`` loop (what one writes with fairseq's
   RoBERTa hub alone: ``extract_features(encode(s))[:, 0]`` for each sentence).
 
+Also ``embed(precision="bf16")`` (autocast) against fp32 ``embed()`` in the same passes,
+with the largest difference of their vectors: whether bf16 pays on this CPU.
+
 Goals: embed() >= 1.2x sentence-transformers and >= 20x the loop. To show
 how far a ratio can go on this machine, the run also measures the achieved
 GFLOP/s of each (matmul FLOPs of the encoder for the tokens actually fed,
@@ -177,6 +180,7 @@ def main():
         lengths = [len(t) for t in hub.tokenizer.encode(sentences, max_positions=hub.model.max_positions())]
         flops = {
             "embed": encoder_flops(batched_lengths(lengths, args.batch_size), **shape),
+            "embed_bf16": encoder_flops(batched_lengths(lengths, args.batch_size), **shape),
             "sentence_transformers": encoder_flops(batched_lengths(lengths, args.batch_size), **shape),
             "extract_features_loop": encoder_flops(lengths[: len(loop_sentences)], **shape),
         }
@@ -196,24 +200,33 @@ def main():
             def ours():
                 return hub.embed(sentences, pooling=pooling, batch_size=args.batch_size, show_progress=False)
 
+            def ours_bf16():
+                return hub.embed(sentences, pooling=pooling, batch_size=args.batch_size, show_progress=False,
+                                 precision="bf16")
+
             def theirs():
                 return st.encode(sentences, batch_size=args.batch_size, convert_to_numpy=True, show_progress_bar=False)
 
             # warm-up (allocator, kernels), and the two must agree
             max_diff = float(np.abs(ours() - theirs()).max())
+            bf16_diff = float(np.abs(ours_bf16() - ours()).max())
             loop()
             # the three run back to back in every pass, and ratios are taken within a pass,
             # so a load spike from other processes hits all of them alike; medians over passes
-            times = {"embed": [], "sentence_transformers": [], "extract_features_loop": []}
+            times = {"embed": [], "embed_bf16": [], "sentence_transformers": [], "extract_features_loop": []}
             for _ in range(args.repeats):
-                for name, fn in (("embed", ours), ("sentence_transformers", theirs), ("extract_features_loop", loop)):
+                for name, fn in (("embed", ours), ("embed_bf16", ours_bf16), ("sentence_transformers", theirs),
+                                 ("extract_features_loop", loop)):
                     start = time.perf_counter()
                     fn()
                     times[name].append(time.perf_counter() - start)
-            counts = {"embed": n, "sentence_transformers": n, "extract_features_loop": len(loop_sentences)}
+            counts = {"embed": n, "embed_bf16": n, "sentence_transformers": n,
+                      "extract_features_loop": len(loop_sentences)}
             rates = {k: [counts[k] / t for t in v] for k, v in times.items()}
             vs_st = [a / b for a, b in zip(rates["embed"], rates["sentence_transformers"])]
             vs_loop = [a / b for a, b in zip(rates["embed"], rates["extract_features_loop"])]
+            # bf16 autocast on this CPU: faster or not, against fp32 embed() in the same pass
+            bf16_vs_fp32 = [a / b for a, b in zip(rates["embed_bf16"], rates["embed"])]
             gflops = {k: flops[k] / float(np.median(v)) / 1e9 for k, v in times.items()}
             per_pooling[pooling] = {
                 "sentences_per_second": {k: float(np.median(v)) for k, v in rates.items()},
@@ -227,6 +240,9 @@ def main():
                 "ratio_vs_loop": float(np.median(vs_loop)),
                 "ratio_vs_loop_per_pass": vs_loop,
                 "max_abs_difference_embed_vs_st": max_diff,
+                "ratio_bf16_vs_fp32_embed": float(np.median(bf16_vs_fp32)),
+                "ratio_bf16_vs_fp32_embed_per_pass": bf16_vs_fp32,
+                "max_abs_difference_bf16_vs_fp32": bf16_diff,
             }
         result = {
             "sentences": n,
@@ -275,6 +291,8 @@ def main():
               f"{min(res['ratio_vs_sentence_transformers_per_pass']):.2f}-{max(res['ratio_vs_sentence_transformers_per_pass']):.2f}); "
               f"embed() / loop: {res['ratio_vs_loop']:.1f}x (goal >= 20x); "
               f"max |embed - encode| = {res['max_abs_difference_embed_vs_st']:.1e}")
+        print(f"       embed(precision='bf16'): {r['embed_bf16']:.1f}/s = {res['ratio_bf16_vs_fp32_embed']:.2f}x fp32 "
+              f"embed(); max |bf16 - fp32| = {res['max_abs_difference_bf16_vs_fp32']:.1e}")
         g = res["achieved_gflops"]
         print(f"       GFLOP/s: embed {g['embed']:.1f}, sentence-transformers {g['sentence_transformers']:.1f}, "
               f"loop {g['extract_features_loop']:.1f}; fp32 matmul peak {res['matmul_peak_gflops']:.1f} "

@@ -49,13 +49,14 @@ def apex_status():
             "fairseq_fused_layer_norm": bool(has_fused_layernorm)}
 
 
-def train_args(data, shape, tokens, batch, updates, device, precision):
+def train_args(data, shape, tokens, batch, updates, device, precision, work):
     layers, dim, heads = shape
     args = [data, "--sample-break-mode", "complete", "--tokens-per-sample", tokens, "--max-positions", tokens,
             "--encoder-layers", layers, "--encoder-embed-dim", dim, "--encoder-ffn-embed-dim", 4 * dim,
             "--encoder-attention-heads", heads, "--batch-size", batch, "--required-batch-size-multiple", 1,
             "--optimizer", "adam", "--adam-betas", "(0.9,0.98)", "--lr", "1e-4", "--max-update", updates,
             "--num-workers", "0", "--seed", "1", "--disable-validation", "--no-save",
+            "--save-dir", work / "no_save",  # else fairseq would resume from ./checkpoints if it exists
             "--log-format", "json", "--log-interval", "1000"]
     if device == "cpu":
         args.append("--cpu")
@@ -77,7 +78,7 @@ def throughput(args, work, device):
             out = work / f"{name}.{precision}.json"
             cmd = [sys.executable, common.TIMED_TRAIN, "--bench-out", out,
                    *train_args(args.data, shape, args.tokens_per_sample, args.batch_size,
-                               args.warmup + args.updates, device, precision), *task_args]
+                               args.warmup + args.updates, device, precision, work), *task_args]
             common.run(cmd, work / f"{name}.{precision}.log", threads=args.threads)
             res = common.read_json(out)
             timed = res["records"][args.warmup:]

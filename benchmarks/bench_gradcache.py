@@ -1,6 +1,12 @@
 """GradCache: peak memory and time of one contrastive forward+backward, with and without chunks.
 
     python benchmarks/bench_gradcache.py [--sizes 256,1024,4096] [--chunk 128] [--arch clear_roberta_small]
+    python benchmarks/bench_gradcache.py --full-step [--sizes 128,512] [--chunk 64]
+
+``--full-step``: whole training updates through fairseq-train (benchmarks/fairseq_train_timed.py:
+MLM + NT-Xent, Adam), N sentences per update from the shared wiki1m sample (the bench_embed
+vocabulary), without chunks and with ``--contrastive-chunk-size K --mlm-chunk-size K``; peak
+RSS of each run and the median update time after the first. Writes gradcache_full_step.json.
 
 Each configuration runs in its own process (peak RSS = ru_maxrss of that process, minus the
 RSS after the model is built, so the interpreter and torch are not counted). NT-Xent over N
@@ -60,6 +66,45 @@ def one(n, chunk, arch):
     return {"sentences": n, "chunk": chunk, "seconds": seconds, "peak_mb": (peak - base) / 1024}
 
 
+def full_step(sizes, chunk, arch, out, max_unchunked=None):
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import bench_embed
+    import common
+
+    work = common.RUNS / "gradcache_full_step"
+    data, _ = bench_embed.build_model(work, bench_embed.DEFAULT_CORPUS, 8000, 2)
+    rows = []
+    for n in sizes:
+        for k in (0, chunk):
+            if k == 0 and max_unchunked is not None and n > max_unchunked:
+                rows.append({"sentences": n, "chunk": 0, "skipped": f"above --max-unchunked {max_unchunked}"})
+                continue
+            res_path = work / f"n{n}_k{k}.json"
+            chunks = ["--contrastive-chunk-size", k, "--mlm-chunk-size", k] if k else []
+            cmd = [sys.executable, common.TIMED_TRAIN, "--bench-out", res_path, data, "--user-dir", common.USER_DIR,
+                   "--task", "clear", "--criterion", "clear", "--arch", arch, "--augmentations", "del-span,reorder",
+                   "--tokens-per-sample", "128", "--batch-size", n, "--required-batch-size-multiple", 1,
+                   "--optimizer", "adam", "--lr", "1e-5", "--max-update", 3, "--cpu", "--num-workers", "0",
+                   "--disable-validation", "--no-save", "--save-dir", work / "no_save", "--seed", "1",
+                   "--log-format", "json", *chunks]
+            common.run(cmd, work / f"n{n}_k{k}.log", threads=2)
+            res = common.read_json(res_path)
+            recs = res["records"]
+            rows.append({"sentences": n, "chunk": k, "peak_rss_mb": res["peak_rss_mb"],
+                         "update_s": common.median([r["step_s"] for r in recs[1:]]),
+                         "sentences_per_update": [r["sentences"] for r in recs]})
+            print(rows[-1], flush=True)
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    Path(out).write_text(json.dumps({"arch": arch, "mode": "full-step", "rows": rows}, indent=2) + "\n")
+    print(f"\n| sentences | peak RSS MB (no chunks) | peak RSS MB (chunks of {chunk}) | s/update (no chunks) | s/update (chunks) |")
+    print("|---|---|---|---|---|")
+    for n in sizes:
+        a, b = (next(r for r in rows if r["sentences"] == n and (r["chunk"] != 0) == c) for c in (False, True))
+        cell = lambda r, k, f: f"{r[k]:{f}}" if k in r else r["skipped"]  # noqa: E731
+        print(f"| {n} | {cell(a, 'peak_rss_mb', '.0f')} | {b['peak_rss_mb']:.0f} | {cell(a, 'update_s', '.2f')} "
+              f"| {b['update_s']:.2f} |")
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--sizes", default="256,1024,4096")
@@ -67,7 +112,14 @@ def main():
     p.add_argument("--arch", default="clear_roberta_small")
     p.add_argument("--one", nargs=2, type=int, help=argparse.SUPPRESS)
     p.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "gradcache.json"))
+    p.add_argument("--full-step", action="store_true", help="whole fairseq-train updates with MLM (see above)")
+    p.add_argument("--max-unchunked", type=int, help="--full-step: skip the run without chunks above this size "
+                   "(it would not fit in memory)")
     args = p.parse_args()
+    if args.full_step:
+        out = args.out if "--out" in sys.argv else str(REPO / "benchmarks" / "results" / "gradcache_full_step.json")
+        full_step([int(x) for x in args.sizes.split(",")], args.chunk, args.arch, out, args.max_unchunked)
+        return
     if args.one:
         print(json.dumps(one(args.one[0], args.one[1], args.arch)))
         return

@@ -163,6 +163,7 @@ def main():
         "--lr", "5e-4", "--lr-scheduler", "polynomial_decay", "--warmup-updates", "10",
         "--total-num-update", "1000", "--max-update", args.warmup + args.updates,
         "--cpu", "--num-workers", "0", "--seed", "1", "--disable-validation", "--no-save",
+        "--save-dir", work / "no_save",  # else fairseq would resume from ./checkpoints if it exists
         "--log-format", "json", "--log-interval", "1000",
     ]
     cfgs = configs(augmentations, synonyms)

@@ -49,3 +49,43 @@ def test_mteb_encoder_protocol(hub):
     assert isinstance(out, np.ndarray) and out.dtype == np.float32 and out.shape == (3, hub.dim)
     np.testing.assert_allclose(out, hub.embed(s, pooling="mean"), atol=1e-6)
     np.testing.assert_allclose(model.encode(iter(s)), out, atol=1e-6)
+    # MTEB 2 passes a DataLoader of batch dicts and the task's metadata/split/subset
+    batches = [{"text": s[:2]}, {"text": s[2:]}]
+    np.testing.assert_allclose(model.encode(batches, task_metadata=None, hf_split="test", hf_subset="default",
+                                            prompt_type=None), out, atol=1e-6)
+    sim = model.similarity(out, out).numpy()
+    assert sim.shape == (3, 3) and np.allclose(np.diag(sim)[[0, 2]], 1.0, atol=1e-5)
+    np.testing.assert_allclose(model.similarity_pairwise(out[:1], out[2:]).numpy(), sim[0, 2:], atol=1e-6)
+    with pytest.raises(TypeError, match="'text'"):
+        model.encode([{"image": None}])
+    with pytest.raises(ValueError, match="organization/model_name"):
+        MtebEncoder(hub, name="no-slash")
+
+
+def test_mteb_evaluate_runs_on_a_local_sts_task(hub):
+    """mteb.evaluate itself (the optional extra), offline, on STS-B test pairs: its cosine
+    Spearman equals ours on the same vectors."""
+    from helpers import IN_CI, shared
+
+    if IN_CI:
+        import mteb
+    else:
+        mteb = pytest.importorskip("mteb", reason="pip install 'fairseq-clear[mteb]'")
+    from scipy.stats import spearmanr
+
+    from fairseq_clear.evaluation.mteb_encoder import MtebEncoder, local_sts_task
+    from fairseq_clear.evaluation.sts import StsPairs, read_sts_benchmark
+
+    full = read_sts_benchmark(str(shared("sts", "STSBenchmark", "sts-test.csv")))
+    pairs = StsPairs("sts-b-test-400", full.sent1[:400], full.sent2[:400], full.scores[:400])
+    model = MtebEncoder(hub, pooling="mean", name="fairseq-clear/tiny-test")
+    assert isinstance(model, mteb.models.EncoderProtocol)
+    result = mteb.evaluate(model, tasks=[local_sts_task(pairs, name="LocalSTSB")], cache=None,
+                           show_progress_bar=False)
+    assert not result.exceptions and result.model_name == "fairseq-clear/tiny-test"
+    scores = result.task_results[0].scores["test"][0]
+    a, b = hub.embed(pairs.sent1, pooling="mean"), hub.embed(pairs.sent2, pooling="mean")
+    cos = (a * b).sum(1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)
+    ours = spearmanr(cos, pairs.scores).correlation
+    assert abs(scores["cosine_spearman"] - ours) < 1e-4, (scores, ours)
+    assert scores["main_score"] == scores["cosine_spearman"]

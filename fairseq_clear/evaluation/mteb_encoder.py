@@ -1,33 +1,125 @@
-"""The encoder protocol MTEB evaluates (``encode(sentences, **kwargs) -> np.ndarray``).
+"""A fairseq-clear encoder in the form ``mteb.evaluate`` runs (MTEB 2's EncoderProtocol).
 
+    pip install "fairseq-clear[mteb]"        # mteb 2 and the pyarrow it works with here
     import mteb
     from fairseq_clear.evaluation.mteb_encoder import MtebEncoder
-    model = MtebEncoder(ClearRobertaModel.from_pretrained("checkpoints", "checkpoint_best.pt", "data-bin"))
+    hub = ClearRobertaModel.from_pretrained("checkpoints", "checkpoint_best.pt", "data-bin")
+    model = MtebEncoder(hub, name="me/clear-roberta")
     mteb.evaluate(model, tasks=mteb.get_tasks(tasks=["STSBenchmark"]))   # online: downloads the task
 
-MTEB passes ``task_name``, ``prompt_type`` and ``batch_size`` keyword arguments; the
-model has no prompts, so the first two are accepted and ignored, ``batch_size`` is honoured.
+MTEB hands ``encode`` a DataLoader of batches (dicts with a ``"text"`` list) and the task's
+metadata, split, subset and prompt type; the model has no prompts, so those are accepted and
+ignored. A plain list or iterable of strings works too (MTEB 1 and sentence-transformers
+style). Similarity is cosine, the similarity every table in this project reports.
 """
 
 from typing import Optional
 
 import numpy as np
+import torch
+
+
+def _texts(inputs) -> list:
+    """Flatten whatever MTEB passes (DataLoader of batch dicts, list of str/dicts) to strings."""
+    if isinstance(inputs, str):
+        raise TypeError("encode() takes a list of sentences, not one string")
+    texts = []
+    for item in inputs:
+        if isinstance(item, str):
+            texts.append(item)
+        elif isinstance(item, dict):
+            if "text" not in item:
+                raise TypeError(f"MTEB batch without a 'text' field (keys: {sorted(item)}); "
+                                "fairseq-clear encodes text only")
+            value = item["text"]
+            texts.extend([value] if isinstance(value, str) else list(value))
+        else:
+            raise TypeError(f"cannot encode a {type(item).__name__}; expected str or an MTEB batch dict")
+    return texts
+
+
+def _as_tensor(x) -> torch.Tensor:
+    x = torch.as_tensor(np.asarray(x) if not torch.is_tensor(x) else x, dtype=torch.float32)
+    return x.unsqueeze(0) if x.dim() == 1 else x
 
 
 class MtebEncoder:
-    """Wrap a fairseq-clear hub (or any ``embed``-like callable) for MTEB."""
+    """Wrap a fairseq-clear hub (or any ``list[str] -> array`` callable) for MTEB."""
 
     def __init__(self, hub, pooling: Optional[str] = None, head: str = "representation",
-                 normalize: bool = False, name: Optional[str] = None):
+                 normalize: bool = False, name: Optional[str] = None, revision: Optional[str] = None):
+        if not hasattr(hub, "embed") and not callable(hub):
+            raise TypeError("MtebEncoder needs a fairseq-clear hub (with .embed) or a callable list[str] -> array")
         self.hub, self.pooling, self.head, self.normalize = hub, pooling, head, normalize
-        self.model_card_data = {"model_name": name or "fairseq-clear"}
+        self.name = name or "fairseq-clear/model"
+        if "/" not in self.name:
+            raise ValueError(f"name={self.name!r}: MTEB wants 'organization/model_name'")
+        self.revision = revision
+        self._meta = None
 
-    def encode(self, sentences, *, batch_size: int = 64, task_name: Optional[str] = None,
-               prompt_type=None, show_progress_bar: bool = False, **kwargs) -> np.ndarray:
-        if hasattr(sentences, "__iter__") and not isinstance(sentences, (str, list)):
-            sentences = list(sentences)  # MTEB may pass a datasets column or a DataLoader of str
-        if isinstance(sentences, list) and sentences and isinstance(sentences[0], dict):
-            sentences = [s.get("text", "") for s in sentences]
-        vectors = self.hub.embed(sentences, pooling=self.pooling, head=self.head, batch_size=batch_size,
-                                 normalize=self.normalize, show_progress=show_progress_bar)
-        return np.asarray(vectors, dtype=np.float32)
+    @property
+    def mteb_model_meta(self):
+        """MTEB's ModelMeta; without it mteb.evaluate would not run this object at all."""
+        if self._meta is None:
+            from mteb.models.model_meta import ModelMeta
+
+            dim = getattr(self.hub, "dim", None)
+            self._meta = ModelMeta.create_empty(overwrites={
+                "name": self.name, "revision": self.revision, "embed_dim": dim,
+                "similarity_fn_name": "cosine", "framework": ["PyTorch"], "languages": None,
+            })
+        return self._meta
+
+    def encode(self, inputs, *, task_metadata=None, hf_split=None, hf_subset=None, prompt_type=None,
+               batch_size: int = 64, show_progress_bar: bool = False, **kwargs) -> np.ndarray:
+        sentences = _texts(inputs)
+        if hasattr(self.hub, "embed"):
+            vectors = self.hub.embed(sentences, pooling=self.pooling, head=self.head, batch_size=batch_size,
+                                     normalize=self.normalize, show_progress=show_progress_bar)
+        else:
+            vectors = self.hub(sentences)
+        vectors = np.asarray(vectors, dtype=np.float32)
+        if vectors.ndim != 2 or vectors.shape[0] != len(sentences):
+            raise ValueError(f"the encoder returned shape {vectors.shape} for {len(sentences)} sentences")
+        return vectors
+
+    def similarity(self, embeddings1, embeddings2) -> torch.Tensor:
+        a = torch.nn.functional.normalize(_as_tensor(embeddings1), dim=-1)
+        b = torch.nn.functional.normalize(_as_tensor(embeddings2), dim=-1)
+        return a @ b.T
+
+    def similarity_pairwise(self, embeddings1, embeddings2) -> torch.Tensor:
+        a, b = _as_tensor(embeddings1), _as_tensor(embeddings2)
+        return torch.nn.functional.cosine_similarity(a, b, dim=-1)
+
+
+def local_sts_task(pairs, name: str = "LocalSTS", min_score: float = 0.0, max_score: float = 5.0):
+    """An MTEB STS task over local scored pairs (an ``evaluation.sts.StsPairs``), for offline runs.
+
+    ``mteb.evaluate(MtebEncoder(hub), tasks=[local_sts_task(read_sts_benchmark("sts-test.csv"))],
+    cache=None)`` scores the pairs with MTEB's own STS evaluator, no download.
+    """
+    from datasets import Dataset, DatasetDict
+    from mteb.abstasks.sts import AbsTaskSTS
+    from mteb.abstasks.task_metadata import TaskMetadata
+
+    if not len(pairs.scores):
+        raise ValueError(f"local_sts_task: {pairs.name!r} has no pairs")
+    data = {"sentence1": list(pairs.sent1), "sentence2": list(pairs.sent2),
+            "score": [float(s) for s in pairs.scores]}
+    metadata = TaskMetadata(
+        name=name, type="STS", main_score="cosine_spearman", category="t2t", modalities=["text"],
+        description=f"Local scored pairs ({pairs.name}), evaluated offline.",
+        reference="https://github.com/embeddings-benchmark/mteb", dataset={"path": "local", "revision": "local"},
+        eval_splits=["test"], eval_langs=["eng-Latn"], date=None, dialect=[], domains=[], task_subtypes=[],
+        license="not specified", annotations_creators="human-annotated", sample_creation="found",
+        bibtex_citation="")
+
+    class LocalSTS(AbsTaskSTS):
+        def load_data(self, num_proc=None, **kwargs):
+            self.dataset = DatasetDict({"test": Dataset.from_dict(data)})
+            self.data_loaded = True
+
+    LocalSTS.metadata, LocalSTS.min_score, LocalSTS.max_score = metadata, min_score, max_score
+    LocalSTS.__name__ = name
+    return LocalSTS()
