@@ -56,11 +56,24 @@ def variants(syn):
         "SimCSE-unsup": ("simcse", ["--augmentations", "none", "--no-mlm", "--loss-form", "simcse",
                                     "--temperature", "0.05", "--projection-layers", "1",
                                     "--projection-output-activation-fn", "tanh"], 1),
+        # opt-in rows (--variants): the choices of issue 13, against the rows above
+        "MLM+del-span+reorder blocks": ("clear", ["--augmentations", "del-span,reorder",
+                                                  "--sample-break-mode", "complete"], 1),
+        "MLM+del-span+reorder random batches": ("clear", ["--augmentations", "del-span,reorder",
+                                                          "--batch-composition", "random"], 1),
+        "MLM+del-span+reorder [CLS]-trained": ("clear", ["--augmentations", "del-span,reorder",
+                                                         "--sentence-pooling", "cls"], 1),
+        "SimCSE-unsup length batches": ("simcse", ["--augmentations", "none", "--no-mlm", "--loss-form", "simcse",
+                                                   "--temperature", "0.05", "--projection-layers", "1",
+                                                   "--projection-output-activation-fn", "tanh",
+                                                   "--batch-composition", "length"], 1),
     }
 
 
 # extra rows beyond the issue's list, run on the first seed only to fit `make bench`'s hour
 FIRST_SEED_ONLY = {"MLM+del-word [CLS]-trained"}
+OPT_IN = {"MLM+del-span+reorder blocks", "MLM+del-span+reorder random batches",
+          "MLM+del-span+reorder [CLS]-trained", "SimCSE-unsup length batches"}
 QUICK_VARIANTS = ["Random init (no training)", "MLM only", "MLM+del-word", "SimCSE-unsup"]
 
 
@@ -101,11 +114,20 @@ def train_command(cfg, name, kind, extra, mult, seed, save_dir, max_update, tota
 
 
 def eval_sts(cfg, ckpt, data_bin, out_json, log):
+    """SimCSE's protocol (the table compared everywhere); with cfg['senteval'] also SentEval's."""
     cmd = [common.bin_path("clear-eval-sts"), "--checkpoint", ckpt, "--data", data_bin,
            "--sts-dir", common.STS_DIR, "--cpu", "--batch-size", 128, "--output", out_json]
+    if cfg.get("senteval"):
+        cmd += ["--protocol", "senteval"]
     common.run(cmd, log, threads=1)
     rep = common.read_json(out_json)
-    return {p: {"avg": r["table"]["Avg"], "table": r["table"]} for p, r in rep["results"].items()}
+    out = {}
+    for p, r in rep["results"].items():
+        simcse = r.get("tables", {}).get("simcse", r["table"])
+        out[p] = {"avg": simcse["Avg"], "table": simcse}
+        if "senteval" in r.get("tables", {}):
+            out[p]["senteval"] = r["tables"]["senteval"]
+    return out
 
 
 def prepare_glue(data, log_dir):
@@ -202,6 +224,10 @@ def summarize(runs, kinds):
             row[f"sts_{pooling}"] = spread([r["sts"][pooling]["avg"] for r in rs])
             tasks = rs[0]["sts"][pooling]["table"].keys()
             row[f"sts_{pooling}_tasks"] = {t: spread([r["sts"][pooling]["table"][t] for r in rs]) for t in tasks}
+            if all("senteval" in r["sts"][pooling] for r in rs):
+                row[f"sts_{pooling}_senteval"] = spread([r["sts"][pooling]["senteval"]["Avg"] for r in rs])
+                row[f"sts_{pooling}_senteval_tasks"] = {
+                    t: spread([r["sts"][pooling]["senteval"][t] for r in rs]) for t in rs[0]["sts"][pooling]["senteval"]}
         glue_tasks = sorted({t for r in rs for t in r["glue"]})
         row["glue"] = {t: spread([r["glue"][t]["score"] for r in rs if t in r["glue"]]) for t in glue_tasks}
         if glue_tasks:
@@ -237,7 +263,11 @@ def compare(a_row, b_row, goal):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="3 variants, 1 seed, fewer updates, GLUE on 1 task")
-    parser.add_argument("--variants", help="';'-separated variant names (default: all)")
+    parser.add_argument("--variants", help="';'-separated variant names (default: all but the opt-in rows "
+                        "of issue 13: blocks, random batches, [CLS]-trained del-span+reorder, SimCSE length batches)")
+    parser.add_argument("--senteval", action="store_true",
+                        help="also score STS by SentEval's protocol (clear-eval-sts --protocol senteval; "
+                        "its regressor adds about a minute per run)")
     parser.add_argument("--seeds", default="1,2,3")
     parser.add_argument("--updates", type=int, default=200)
     parser.add_argument("--batch-size", type=int, default=32, help="sentences per update (Double-batch: twice)")
@@ -270,18 +300,21 @@ def main():
     if not syn.is_file():
         common.run([common.bin_path("clear-synonyms"), "counterfitted", common.SYNONYMS_JSON, syn])
     all_variants = variants(syn)
-    names = list(all_variants)
+    names = [n for n in all_variants if n not in OPT_IN]
     if args.quick:
         names = QUICK_VARIANTS
     if args.variants:
         names = [n for n in args.variants.split(";") if n]
+        unknown = [n for n in names if n not in all_variants]
+        if unknown:
+            parser.error(f"--variants: unknown {unknown}; known: {list(all_variants)}")
     seeds = [int(s) for s in args.seeds.split(",")]
     glue_seeds = {int(s) for s in args.glue_seeds.split(",") if s}
     cfg = {"data": data, "batch_size": args.batch_size, "layers": args.layers, "dim": args.dim,
            "heads": args.heads, "lr": args.lr, "warmup_share": args.warmup_share,
            "temperature": args.temperature, "contrastive_pooling": args.contrastive_pooling,
            "glue_updates": args.glue_updates, "glue_batch": args.glue_batch,
-           "glue_lr": args.glue_lr, "keep_checkpoints": args.keep_checkpoints}
+           "glue_lr": args.glue_lr, "keep_checkpoints": args.keep_checkpoints, "senteval": args.senteval}
     if args.quick:
         GLUE_TASKS[:] = ["RTE"]
     glue_bin = prepare_glue(data, common.RUNS / "logs") if glue_seeds else None

@@ -16,6 +16,11 @@ passes: the RNG state before each chunk is saved and restored for its re-encodin
 bit-exact. The gradient therefore equals that of encoding the same chunks with
 their graphs kept (and, without dropout, that of encoding the whole batch at once).
 
+``encode_without_graph`` and ``attach`` are the two halves, so that the criterion can also
+hold the pieces of several micro-batches and attach them all at the last one
+(``--accumulate-contrastive``: one contrastive problem over an update's ``--update-freq``
+micro-batches). Autocast is re-entered for the re-encoding as it was in the forward.
+
 With more than one rank, the re-encoding backward runs inside the outer backward,
 which torch's DistributedDataParallel does not allow (a parameter becomes ready
 several times): use ``--ddp-backend legacy_ddp`` (gradients all-reduced once, after
@@ -38,30 +43,64 @@ def _set_rng_state(state, device):
         torch.cuda.set_rng_state(state["cuda"], device)
 
 
+def _autocast_state(device):
+    """(enabled, dtype) of autocast on ``device``: the re-encoding runs in the backward pass,
+    outside the forward's autocast region, and must compute what the forward computed."""
+    kind = device.type if device.type in ("cuda", "cpu") else "cpu"
+    return kind, torch.is_autocast_enabled(kind), torch.get_autocast_dtype(kind)
+
+
 class _CachedEncode(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, encode, src_tokens, chunk_size, anchor):
-        chunks = list(torch.split(src_tokens, chunk_size))
-        states, outs = [], []
-        with torch.no_grad():
-            for chunk in chunks:
-                states.append(_rng_state(chunk.device))
-                outs.append(encode(chunk))
-        ctx.encode, ctx.chunks, ctx.states = encode, chunks, states
-        ctx.sizes = [o.size(0) for o in outs]
-        return torch.cat(outs).detach()
+    def forward(ctx, encode, pieces, anchor):
+        ctx.encode, ctx.pieces = encode, pieces
+        return torch.cat([p.out for p in pieces]).detach()
 
     @staticmethod
     def backward(ctx, grad_z):
-        device = ctx.chunks[0].device
+        device = ctx.pieces[0].tokens.device
         after = _rng_state(device)
+        grads = torch.split(grad_z, [p.out.size(0) for p in ctx.pieces])
         with torch.enable_grad():
-            for chunk, state, grad in zip(ctx.chunks, ctx.states, torch.split(grad_z, ctx.sizes)):
-                _set_rng_state(state, device)
-                z = ctx.encode(chunk)
+            for piece, grad in zip(ctx.pieces, grads):
+                _set_rng_state(piece.rng, device)
+                kind, enabled, dtype = piece.autocast
+                with torch.autocast(kind, dtype=dtype, enabled=enabled):
+                    z = ctx.encode(piece.tokens)
                 torch.autograd.backward(z, grad.to(z.dtype))
         _set_rng_state(after, device)
-        return None, None, None, None
+        return None, None, None
+
+
+class Piece:
+    """One chunk encoded without its graph: its rows, the RNG and autocast state it was
+    encoded under, and its vectors."""
+
+    __slots__ = ("tokens", "rng", "autocast", "out")
+
+    def __init__(self, tokens, rng, autocast, out):
+        self.tokens, self.rng, self.autocast, self.out = tokens, rng, autocast, out
+
+
+def encode_without_graph(encode, src_tokens: torch.Tensor, chunk_size: int) -> list:
+    """``encode`` chunk by chunk (``chunk_size`` rows, all at once when <= 0) under no_grad,
+    keeping what :func:`attach` needs to encode each chunk again with its graph."""
+    pieces = []
+    with torch.no_grad():
+        for chunk in torch.split(src_tokens, chunk_size if chunk_size > 0 else max(1, src_tokens.size(0))):
+            rng, autocast = _rng_state(chunk.device), _autocast_state(chunk.device)
+            pieces.append(Piece(chunk, rng, autocast, encode(chunk)))
+    return pieces
+
+
+def attach(encode, pieces: list, parameters) -> torch.Tensor:
+    """The pieces' vectors, concatenated, as part of the graph: the backward pass encodes each
+    piece again (same dropout masks) and sends it its slice of the incoming gradient."""
+    anchor = next((p for p in parameters if p.requires_grad), None)
+    out = torch.cat([p.out for p in pieces])
+    if anchor is None:  # nothing to train through the encoder (e.g. a frozen one)
+        return out
+    return _CachedEncode.apply(encode, pieces, anchor)
 
 
 def cached_encode(encode, src_tokens: torch.Tensor, chunk_size: int, parameters) -> torch.Tensor:
@@ -73,7 +112,7 @@ def cached_encode(encode, src_tokens: torch.Tensor, chunk_size: int, parameters)
     """
     if chunk_size <= 0 or src_tokens.size(0) <= chunk_size or not torch.is_grad_enabled():
         return encode(src_tokens)
-    anchor = next((p for p in parameters if p.requires_grad), None)
-    if anchor is None:  # nothing to train through the encoder (e.g. a frozen one)
+    parameters = [p for p in parameters if p.requires_grad]
+    if not parameters:  # nothing to train through the encoder (e.g. a frozen one)
         return encode(src_tokens)
-    return _CachedEncode.apply(encode, src_tokens, chunk_size, anchor)
+    return attach(encode, encode_without_graph(encode, src_tokens, chunk_size), parameters)

@@ -132,3 +132,25 @@ def test_dead_rank_ends_the_job_quickly(tiny_data, tmp_path):
     # the survivor either failed in its collective ("Connection closed by peer") or was
     # stopped by torchrun first; either way the job is over
     assert '"num_updates": "100000"' not in out
+
+
+def test_contrastive_problem_across_update_freq_on_two_ranks(small_data, tmp_path):
+    """--accumulate-contrastive with --update-freq 2 on 2 gloo ranks (legacy_ddp): per epoch rank 0
+    holds batches of 16 and 8, rank 1 one of 16 and then a stand-in batch as its LAST micro-batch
+    (fairseq's ignore_grad would zero the whole update's contrastive term there); every update
+    trains with finite losses, and pytorch_ddp is refused naming the backend."""
+    common = ["--distributed-backend", "gloo", "--update-freq", "2", "--accumulate-contrastive"]
+    args = train_args(small_data, tmp_path / "save", *common, "--ddp-backend", "legacy_ddp",
+                      max_update=3, batch_size=16)
+    proc = run_cli(torchrun(args), timeout=600)
+    records = logged(proc.stdout)
+    assert "distributed init (rank 1)" in proc.stdout, proc.stdout[-3000:]
+    assert [int(r["num_updates"]) for r in records] == [1, 2, 3], proc.stdout[-3000:]
+    # one update = the whole epoch (fairseq logs rank 0's 24 sentences: a rank whose last
+    # micro-batch is a stand-in has its statistics dropped by fairseq's trainer)
+    assert [int(float(r["bsz"])) for r in records] == [24, 24, 24], [r.get("bsz") for r in records]
+    assert all(float(r["cl_loss"]) > 0 and r["loss"] not in ("nan", "inf") for r in records)
+    bad = run_cli(torchrun(train_args(small_data, tmp_path / "bad", *common, "--ddp-backend", "pytorch_ddp",
+                                      max_update=1, batch_size=16)), check=False, timeout=600)
+    assert bad.returncode != 0 and "--accumulate-contrastive with several ranks needs --ddp-backend legacy_ddp" \
+        in bad.stdout

@@ -9,6 +9,13 @@ from helpers import run_cli, train_args
 
 
 def _setup(tiny_data, *extra):
+    _, task, model, criterion = _build(tiny_data, *extra)
+    dataset = task.dataset("train")
+    sample = dataset.collater([dataset[i] for i in range(37)])  # 74 views: chunks of 16 do not divide it
+    return model, criterion, sample
+
+
+def _build(tiny_data, *extra):
     import fairseq_clear  # noqa: F401
     from fairseq import options, tasks
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
@@ -24,9 +31,7 @@ def _setup(tiny_data, *extra):
     torch.manual_seed(0)
     model = task.build_model(cfg.model)
     criterion = task.build_criterion(cfg.criterion)
-    dataset = task.dataset("train")
-    sample = dataset.collater([dataset[i] for i in range(37)])  # 74 views: chunks of 16 do not divide it
-    return model, criterion, sample
+    return cfg, task, model, criterion
 
 
 def _grads(model, criterion, sample, chunk, seed=11, reference=None, monkeypatch=None):
@@ -153,3 +158,47 @@ def test_mlm_chunks_train_resume_and_refuse_bad_values(tiny_data, tmp_path):
     proc = run_cli(train_args(tiny_data, tmp_path / "bad", "--mlm-chunk-size", "-2", max_update=1), check=False)
     assert proc.returncode != 0 and "--mlm-chunk-size must be >= 0" in proc.stdout
     _assert_resume_is_bit_exact(tiny_data, tmp_path, ["--mlm-chunk-size", "5", "--contrastive-chunk-size", "6"], 4)
+
+
+# ---- --accumulate-contrastive: one contrastive problem over the update's micro-batches ---------
+
+def _one_update(tiny_data, micro_batches, *extra, monkeypatch):
+    """Normalised gradient (parameter change / lr) and logged loss of ONE fairseq Trainer update
+    over ``micro_batches`` (lists of dataset indices), in float64 with dropout off."""
+    from fairseq import metrics
+    from fairseq.trainer import Trainer
+
+    # fairseq's gradient norm (logged; no clipping at --clip-norm 0) is computed in float32,
+    # which torch refuses for float64 gradients: the same norm in float64
+    monkeypatch.setattr(Trainer, "clip_grad_norm", lambda self, clip_norm: torch.linalg.vector_norm(
+        torch.stack([p.grad.norm() for p in self.model.parameters() if p.grad is not None])))
+
+    cfg, task, model, criterion = _build(tiny_data, "--dropout", "0", "--attention-dropout", "0",
+                                         "--optimizer", "sgd", "--lr", "1", "--cpu", "--max-update", "5", *extra)
+    model.double()
+    trainer = Trainer(cfg, task, model, criterion)
+    dataset = task.dataset("train")
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    with metrics.aggregate(new_root=True) as agg:
+        trainer.train_step([dataset.collater([dataset[i] for i in ids]) for ids in micro_batches])
+    grads = {n: before[n] - p.detach() for n, p in model.named_parameters()}
+    return agg.get_smoothed_values(), grads
+
+
+@pytest.mark.parametrize("extra", [[], ["--no-mlm"], ["--loss-form", "simcse"], ["--contrastive-chunk-size", "5"]])
+def test_accumulated_update_equals_one_big_batch(tiny_data, extra, monkeypatch):
+    """update-freq 4 x B with --accumulate-contrastive = one update of 4B (same loss, same
+    gradients); without the option the four micro-batches are four problems (different)."""
+    groups = [list(range(i, i + 9)) for i in range(0, 36, 9)]
+    log_big, big = _one_update(tiny_data, [list(range(36))], *extra, monkeypatch=monkeypatch)
+    log_acc, acc = _one_update(tiny_data, groups, "--accumulate-contrastive", *extra, monkeypatch=monkeypatch)
+    assert log_acc["loss"] == pytest.approx(log_big["loss"], abs=1e-9)
+    assert log_acc["cl_loss"] == pytest.approx(log_big["cl_loss"], abs=1e-9)
+    _assert_same(acc, big, tol=1e-10)
+    log_sep, sep = _one_update(tiny_data, groups, *extra, monkeypatch=monkeypatch)
+    assert abs(log_sep["cl_loss"] - log_big["cl_loss"]) > 1e-3  # 9 candidates, not 36: a smaller problem
+
+
+def test_accumulated_training_resumes_bit_exactly(tiny_data, tmp_path):
+    _assert_resume_is_bit_exact(tiny_data, tmp_path, ["--update-freq", "3", "--accumulate-contrastive",
+                                                      "--contrastive-chunk-size", "7"], 4)

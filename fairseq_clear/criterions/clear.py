@@ -26,7 +26,7 @@ from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 from omegaconf import II
 
 from .. import distributed, losses, paper_defaults
-from ..gradcache import cached_encode
+from ..gradcache import attach, cached_encode, encode_without_graph
 
 logger = logging.getLogger(__name__)
 
@@ -81,6 +81,16 @@ class ClearCriterionConfig(FairseqDataclass):
             "backward pass (activation checkpointing, dropout masks replayed), so that with "
             "--contrastive-chunk-size a whole 8,192-sentence batch fits one device and forms ONE "
             "contrastive problem with --update-freq 1; 0 = off. Several ranks need --ddp-backend legacy_ddp"
+        },
+    )
+    accumulate_contrastive: bool = field(
+        default=False,
+        metadata={
+            "help": "one contrastive problem over ALL --update-freq micro-batches of an update (their "
+            "views encoded without graph and held, the loss computed once at the last micro-batch, "
+            "every held chunk re-encoded in its backward), so per-GPU batch x update-freq x GPUs "
+            "sentences are one candidate set (the paper's 8,192 on fewer GPUs); off = each "
+            "micro-batch is its own problem. Several ranks need --ddp-backend legacy_ddp"
         },
     )
     hard_negative_weight: float = field(
@@ -163,7 +173,8 @@ class ClearCriterion(FairseqCriterion):
             raise ValueError(f"--mlm-chunk-size must be >= 0, got {cfg.mlm_chunk_size}")
         ddp_backend = str(getattr(cfg, "ddp_backend", "pytorch_ddp"))
         for flag, value in (("--contrastive-chunk-size", cfg.contrastive_chunk_size),
-                            ("--mlm-chunk-size", cfg.mlm_chunk_size)):
+                            ("--mlm-chunk-size", cfg.mlm_chunk_size),
+                            ("--accumulate-contrastive", cfg.accumulate_contrastive)):
             if value > 0 and world_size > 1 and ddp_backend not in ("legacy_ddp", "no_c10d"):
                 raise ValueError(
                     f"{flag} with several ranks needs --ddp-backend legacy_ddp: the re-encoding "
@@ -176,6 +187,7 @@ class ClearCriterion(FairseqCriterion):
                 "simcse uses; pass --loss-form simcse, or --hard-negatives off"
             )
         self.cfg = cfg
+        self._held = []
         self.gather = cfg.gather_negatives == "on" or (
             cfg.gather_negatives == "auto" and world_size > 1
         )
@@ -213,23 +225,63 @@ class ClearCriterion(FairseqCriterion):
         return loss
 
     # ---- contrastive -----------------------------------------------------------
-    def _embed_views(self, model, views):
+    def _encoder(self, model):
+        return lambda src: model(src, contrastive=True)[0]
+
+    def _split_views(self, z, views, dummy):
         """Vectors of the anchors, of the (averaged) positives and of the hard negatives."""
-        z = cached_encode(
-            lambda src: model(src, contrastive=True)[0], views["src_tokens"],
-            self.cfg.contrastive_chunk_size if model.training else 0, model.parameters(),
-        )
         n = views["num_anchors"]
         p = views.get("positives_per_anchor", 1)
         za = z[:n]
         zp = z[n : n + n * p].view(n, p, -1).mean(dim=1)  # DeCLUTR: mean of P positives
         zh = z[n + n * p :] if views.get("hard_negatives", False) else None
-        if getattr(self.task, "dummy_batch", False):
+        if dummy:
             # fairseq's stand-in batch on a rank without data: take part in the
             # collectives but lend no views to the other ranks
             za, zp = za[:0], zp[:0]
             zh = zh[:0] if zh is not None else None
         return za, zp, zh
+
+    def _embed_views(self, model, views):
+        z = cached_encode(self._encoder(model), views["src_tokens"],
+                          self.cfg.contrastive_chunk_size if model.training else 0, model.parameters())
+        return self._split_views(z, views, getattr(self.task, "dummy_batch", False))
+
+    def _contrastive(self, za, zp, zh, n_masked, training):
+        """(summed loss, correct, local anchors, global anchors, global [pairs, masked tokens])."""
+        device = za.device
+        n = za.size(0)
+        if self.gather and training:
+            group = self._group()
+            gathered = distributed.all_gather_counts([n, n_masked], group, device)
+            sizes = gathered[:, 0].tolist()
+            counts = gathered.sum(0).tolist()
+            rank = torch.distributed.get_rank(group=group)
+            offset = sum(sizes[:rank])
+            za = distributed.gather_with_grad(za, sizes, group)
+            zp = distributed.gather_with_grad(zp, sizes, group)
+            if zh is not None:
+                zh = distributed.gather_with_grad(zh, sizes, group)
+        else:
+            offset = 0
+            counts = [n, n_masked]
+        rows = torch.arange(offset, offset + n, device=device)
+        if self.cfg.loss_form == "nt-xent":
+            cl_sum, correct = losses.nt_xent(za, zp, self.cfg.temperature, rows)
+            return cl_sum, correct, 2 * n, 2 * counts[0], counts
+        cl_sum, correct = losses.simcse(za, zp, self.cfg.temperature, rows, zh, self.cfg.hard_negative_weight)
+        return cl_sum, correct, n, counts[0], counts
+
+    @property
+    def holds_views_across_update(self) -> bool:
+        """True with --accumulate-contrastive: the task then leaves stand-in batches to us."""
+        return bool(self.cfg.accumulate_contrastive)
+
+    def _update_position(self, model, views):
+        """(index, count) of this micro-batch in its update when the contrastive loss spans the update."""
+        if not (self.cfg.accumulate_contrastive and views and model.training and torch.is_grad_enabled()):
+            return None
+        return getattr(self.task, "micro_batch", None)  # None outside fairseq's trainer: per micro-batch
 
     def forward(self, model, sample, reduce=True):
         device = _device_of(sample)
@@ -242,40 +294,20 @@ class ClearCriterion(FairseqCriterion):
             mlm2_sum, n_masked2 = self._mlm(model, sample["net_input2"], sample["target2"])
 
         views = sample.get("contrastive") if self.cfg.cl_weight > 0 else None
+        position = self._update_position(model, views)
+        if position is not None:
+            return self._forward_across_update(model, sample, views, position, mlm_sum, n_masked)
+        dummy = getattr(self.task, "dummy_batch", False)
         cl_sum = correct = None
         n_anchor_local = 0
         counts = None
         if views:
             za, zp, zh = self._embed_views(model, views)
             device = za.device
-            n = za.size(0)
-            if self.gather and model.training:
-                group = self._group()
-                # a dummy batch's masked tokens are not data: counting them in the
-                # global normaliser would overweight L_CL on the other ranks
-                gathered = distributed.all_gather_counts(
-                    [n, 0 if getattr(self.task, "dummy_batch", False) else int(n_masked)], group, device
-                )
-                sizes = gathered[:, 0].tolist()
-                counts = gathered.sum(0).tolist()
-                rank = torch.distributed.get_rank(group=group)
-                offset = sum(sizes[:rank])
-                za = distributed.gather_with_grad(za, sizes, group)
-                zp = distributed.gather_with_grad(zp, sizes, group)
-                if zh is not None:
-                    zh = distributed.gather_with_grad(zh, sizes, group)
-            else:
-                offset = 0
-                counts = [n, int(n_masked)]
-            rows = torch.arange(offset, offset + n, device=device)
-            if self.cfg.loss_form == "nt-xent":
-                cl_sum, correct = losses.nt_xent(za, zp, self.cfg.temperature, rows)
-                n_anchor_local, anchors_global = 2 * n, 2 * counts[0]
-            else:
-                cl_sum, correct = losses.simcse(
-                    za, zp, self.cfg.temperature, rows, zh, self.cfg.hard_negative_weight
-                )
-                n_anchor_local, anchors_global = n, counts[0]
+            # a dummy batch's masked tokens are not data: counting them in the
+            # global normaliser would overweight L_CL on the other ranks
+            cl_sum, correct, n_anchor_local, anchors_global, counts = self._contrastive(
+                za, zp, zh, 0 if dummy else int(n_masked), model.training)
 
         # normaliser units: masked tokens if any are masked anywhere, else anchors
         masked_global = counts[1] if counts is not None else int(n_masked)
@@ -290,21 +322,77 @@ class ClearCriterion(FairseqCriterion):
         if cl_sum is not None:
             loss = loss + self.cfg.cl_weight * cl_sum * (unit_global / max(anchors_global, 1))
 
-        logging_output = {
+        logging_output = self._logging(loss, mlm_sum, n_masked, sample, unit_local)
+        if mlm2_sum is not None:
+            logging_output["mlm2_loss"] = mlm2_sum.data
+            logging_output["n_masked2"] = n_masked2.data
+        if cl_sum is not None:
+            logging_output.update(cl_loss=cl_sum.data, cl_correct=correct.data, cl_anchors=n_anchor_local)
+        return loss, unit_local, logging_output
+
+    @staticmethod
+    def _logging(loss, mlm_sum, n_masked, sample, sample_size):
+        return {
             "loss": loss.data,
             "mlm_loss": mlm_sum.data,
             "n_masked": n_masked.data if torch.is_tensor(n_masked) else n_masked,
             "ntokens": sample["ntokens"],
             "nsentences": sample["nsentences"],
-            "sample_size": unit_local,
+            "sample_size": sample_size,
         }
-        if mlm2_sum is not None:
-            logging_output["mlm2_loss"] = mlm2_sum.data
-            logging_output["n_masked2"] = n_masked2.data
-        if cl_sum is not None:
-            logging_output["cl_loss"] = cl_sum.data
-            logging_output["cl_correct"] = correct.data
-            logging_output["cl_anchors"] = n_anchor_local
+
+    def _forward_across_update(self, model, sample, views, position, mlm_sum, n_masked):
+        """--accumulate-contrastive: ONE contrastive problem over every micro-batch of the update.
+
+        Each micro-batch's views are encoded without their graph and held (vectors, tokens,
+        RNG state); its MLM term is returned as usual. At the last micro-batch the loss over
+        all held vectors (gathered across ranks) is added, and its backward encodes every
+        held chunk again with its graph (gradcache.attach). Units: masked tokens when the task
+        masks, else anchors; the update's gradient is that of one batch of all micro-batches.
+        """
+        index, count = position
+        if index == 0:
+            self._held = []
+        dummy = getattr(self.task, "dummy_batch", False)
+        masked_units = "target" in sample
+        if dummy:  # the task leaves the stand-in to us (holds_views_across_update)
+            mlm_sum, n_masked = mlm_sum * 0.0, n_masked * 0
+        encode = self._encoder(model)
+        pieces = encode_without_graph(encode, views["src_tokens"], self.cfg.contrastive_chunk_size)
+        layout = {k: views[k] for k in ("num_anchors", "positives_per_anchor", "hard_negatives") if k in views}
+        self._held.append((pieces, layout, dummy, int(n_masked)))
+        pairs = 0 if dummy else views["num_anchors"]
+        anchors_here = 2 * pairs if self.cfg.loss_form == "nt-xent" else pairs
+        unit_local = n_masked.float() if masked_units else torch.tensor(float(anchors_here), device=mlm_sum.device)
+
+        if index < count - 1:
+            # the contrastive term comes at the last micro-batch; a zero that is part of the
+            # graph keeps optimizer.backward() valid when there is no MLM term either
+            trainable = next((p for p in model.parameters() if p.requires_grad), None)
+            loss = mlm_sum.float() if masked_units or trainable is None else trainable.sum() * 0.0
+            logging_output = self._logging(loss, mlm_sum, n_masked, sample, unit_local)
+            # the same keys and kinds in every micro-batch: fairseq's distributed stat sync sums the keys
+            # of the first logging output only, with tensors and numbers reduced apart
+            zero = torch.zeros((), device=mlm_sum.device)
+            logging_output.update(cl_loss=zero, cl_correct=zero.long(), cl_anchors=0)
+            return loss, unit_local, logging_output
+
+        held, self._held = self._held, []
+        z = attach(encode, [p for h in held for p in h[0]], model.parameters())
+        parts, offset = [], 0
+        for pieces_i, layout_i, dummy_i, _ in held:
+            rows = sum(p.out.size(0) for p in pieces_i)
+            parts.append(self._split_views(z[offset : offset + rows], layout_i, dummy_i))
+            offset += rows
+        za = torch.cat([a for a, _, _ in parts])
+        zp = torch.cat([b for _, b, _ in parts])
+        zh = torch.cat([h for _, _, h in parts]) if parts[0][2] is not None else None
+        cl_sum, correct, n_anchor_local, anchors_global, counts = self._contrastive(
+            za, zp, zh, sum(h[3] for h in held), True)
+        scale = counts[1] / max(anchors_global, 1) if masked_units else 1.0
+        loss = mlm_sum.float() + self.cfg.cl_weight * cl_sum * scale
+        logging_output = self._logging(loss, mlm_sum, n_masked, sample, unit_local)
+        logging_output.update(cl_loss=cl_sum.data, cl_correct=correct.data, cl_anchors=n_anchor_local)
         return loss, unit_local, logging_output
 
     def _group(self):

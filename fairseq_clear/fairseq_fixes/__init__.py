@@ -20,6 +20,7 @@ FIXES = (
     "cpu_ddp",
     "heartbeat_timeout",
     "prefetch_threads",
+    "update_group",
 )
 
 

@@ -14,7 +14,10 @@ The task -> criterion and task -> model contract is the set of attributes below,
   (``paper_defaults.py``); ``model_args`` is set by the model when it is built;
 * ``dummy_batch``: true while ``train_step`` runs fairseq's stand-in batch of a rank that ran
   out of data (``ignore_grad``): the criterion then takes part in the collectives but lends
-  no views to the other ranks.
+  no views to the other ranks;
+* ``micro_batch``: ``(index, count)`` of the running ``train_step`` within its update (count =
+  the micro-batches of this update, from ``fairseq_fixes/update_group.py``), ``None`` outside
+  fairseq's trainer: ``--accumulate-contrastive`` computes its loss once, at the last.
 
 fairseq's ``masked_lm`` options that no contrastive task honours are refused at start-up
 when set (``NOT_HONOURED``); a task adds its own refusals the same way.
@@ -268,12 +271,29 @@ class ContrastiveTask(StsValidationMixin, MaskedLMTask):
         itr.persistent_workers = False
         return itr  # its prefetch thread is stopped at exit: fairseq_fixes/prefetch_threads.py
 
+    micro_batch = None
+    _update_size = None
+    _update_index = 0
+
+    def begin_update(self, num_micro_batches: int):
+        """Called by fairseq's trainer (fairseq_fixes/update_group.py) before an update's micro-batches."""
+        self._update_size, self._update_index = num_micro_batches, 0
+
     def train_step(self, sample, model, criterion, optimizer, update_num, ignore_grad=False):
         self.dummy_batch = bool(ignore_grad)  # see the module docstring
+        if self._update_size is not None:
+            self.micro_batch = (self._update_index, self._update_size)
+            self._update_index += 1
+        # a criterion that holds contrastive views across the update zeroes a stand-in batch's
+        # own terms itself: fairseq's ignore_grad (loss * 0) would also drop the earlier
+        # micro-batches' contrastive term when the stand-in comes last
+        if getattr(criterion, "holds_views_across_update", False):
+            ignore_grad = False
         try:
             return super().train_step(sample, model, criterion, optimizer, update_num, ignore_grad)
         finally:
             self.dummy_batch = False
+            self.micro_batch = None
 
     def max_positions(self):
         return self.cfg.tokens_per_sample

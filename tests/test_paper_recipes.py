@@ -1,0 +1,66 @@
+"""The §4.1 recipes (examples/pretrain_paper): each script's fairseq-train command line, caught
+by a stand-in torchrun on PATH and parsed by fairseq's own parser, gives the paper's
+8,192-sentence contrastive candidate set (per-GPU batch x update-freq x GPUs, one problem)."""
+
+import json
+import os
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+RECIPES = REPO / "examples" / "pretrain_paper"
+
+STANDIN = """#!/usr/bin/env python3
+import json, sys
+json.dump(sys.argv[1:], open({out!r}, "w"))
+"""
+
+
+def _recipe_args(tmp_path, script):
+    """The torchrun arguments the recipe would run (torchrun replaced by a recorder)."""
+    from helpers import bin_path
+
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    out = tmp_path / "argv.json"
+    shim = bindir / "torchrun"
+    shim.write_text(STANDIN.format(out=str(out)))
+    shim.chmod(shim.stat().st_mode | stat.S_IEXEC)
+    env = dict(os.environ, PATH=f"{bindir}:{Path(bin_path('fairseq-train')).parent}:{os.environ['PATH']}")
+    subprocess.run(["bash", str(RECIPES / script), str(tmp_path / "data-bin")], env=env, check=True,
+                   capture_output=True, text=True)
+    return json.loads(out.read_text())
+
+
+def _parse(argv):
+    """torchrun's own options, and fairseq's parsed config of the training command."""
+    import fairseq_clear  # noqa: F401
+    from fairseq import options
+
+    train = next(i for i, a in enumerate(argv) if a.endswith("fairseq-train"))
+    launcher = dict(zip(argv[:train:2], argv[1:train:2]))
+    parser = options.get_training_parser()
+    args = options.parse_args_and_arch(parser, argv[train + 1:])
+    return launcher, args
+
+
+@pytest.mark.parametrize("script,gpus,accumulate", [
+    ("train_256gpu.sh", 256, False), ("train_8gpu.sh", 8, True), ("train_1gpu.sh", 1, True),
+])
+def test_recipe_has_the_papers_candidate_set(tmp_path, script, gpus, accumulate):
+    launcher, args = _parse(_recipe_args(tmp_path, script))
+    nodes, per_node = int(launcher["--nnodes"]), int(launcher["--nproc_per_node"])
+    assert nodes * per_node == gpus
+    assert args.batch_size * args.update_freq[0] * gpus == 8192
+    assert args.accumulate_contrastive is accumulate
+    # without accumulation every micro-batch would be its own, smaller, problem
+    assert accumulate or args.update_freq[0] == 1
+    if gpus > 1:
+        assert args.gather_negatives == "on"
+        assert not accumulate or args.ddp_backend == "legacy_ddp"
+    else:
+        assert args.gather_negatives == "auto"
+    assert (args.sample_break_mode, args.tokens_per_sample, args.lr[0]) == ("complete", 512, 6e-4)
