@@ -19,7 +19,8 @@ import torch.nn.functional as F
 
 
 def _normalize(x: torch.Tensor) -> torch.Tensor:
-    return F.normalize(x.float(), dim=-1, eps=1e-6)
+    # at least fp32 (fp16/bf16 vectors are promoted), never narrower than the input
+    return F.normalize(x.to(torch.promote_types(x.dtype, torch.float32)), dim=-1, eps=1e-6)
 
 
 def _count_correct(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
