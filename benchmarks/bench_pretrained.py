@@ -21,6 +21,8 @@ Writes benchmarks/results/bench_pretrained.json and prints a markdown table.
 import argparse
 import json
 import os
+import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -48,6 +50,14 @@ def run(cmd, env=None, log=None):
     if proc.returncode != 0:
         sys.exit(f"failed: {' '.join(map(str, cmd))}\n{proc.stdout[-3000:]}")
     return proc.stdout
+
+
+def training_seconds(log: str) -> float:
+    """fairseq-train's own 'done training in X seconds' (the last one: CLSR trains once)."""
+    found = re.findall(r"done training in ([0-9.]+) seconds", log)
+    if not found:
+        sys.exit("no 'done training in' line in the run's log")
+    return float(found[-1])
 
 
 def sts(checkpoint, data, out_json, sts_dir, model=None, tasks=None):
@@ -103,7 +113,8 @@ def main():
     p.add_argument("--tasks", default=None, help="STS tasks (default: all of clear-eval-sts's)")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--work", default=None, help="work directory (default: a temporary one)")
+    p.add_argument("--work", default=None, help="work directory (default: a temporary one); a rerun with the "
+                   "same --work skips the runs that finished")
     p.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "bench_pretrained.json"))
     args = p.parse_args()
 
@@ -148,13 +159,17 @@ def main():
                 env = {"SEED": str(seed), "CPU": "1", "MAX_UPDATE": str(args.clear_updates),
                        "PREPARE_ARGS": "--input-format lines --documents lines"}
                 data_in = corpus
-            t = time.time()
-            run(["bash", run_sh, mode, model_dir, data_in, out, *common, *extra, "--seed", str(seed)], env=env,
-                log=work / f"{mode}-{seed}.log")
+            seconds = work / f"{mode}-{seed}.seconds"
+            if not seconds.is_file():  # resumable with the same --work: a finished run is not repeated
+                shutil.rmtree(out, ignore_errors=True)  # an interrupted run's directory (ours: under --work)
+                (work / f"sts-{mode}-{seed}.json").unlink(missing_ok=True)
+                log = run(["bash", run_sh, mode, model_dir, data_in, out, *common, *extra, "--seed", str(seed)],
+                          env=env, log=work / f"{mode}-{seed}.log")
+                seconds.write_text(f"{training_seconds(log)}\n")
             data = out / ("pairs" if mode in ("clsr", "simcse-sup") else "data/data-bin")
             row = sts(out / "checkpoints" / "checkpoint_last.pt", data, work / f"sts-{mode}-{seed}.json", sts_dir,
                       tasks=args.tasks)
-            row["train_seconds"] = round(time.time() - t, 1)
+            row["train_seconds"] = float(seconds.read_text())  # fairseq's 'done training in', no evaluation
             results["rows"].setdefault(mode, []).append(row)
             results["commands"][mode] = " ".join(map(str, ["examples/pretrained/run.sh", mode, "MINILM", data_in.name,
                                                            "OUT", *common, *extra])) + f"  (env {env})"
