@@ -102,6 +102,21 @@ def speed(import_dir, model_dir, sentences, threads, batch, repeats):
             "load_average": os.getloadavg()}
 
 
+def table(results) -> str:
+    """Markdown: per row, each task's mean ± std over seeds (mean pooling, Spearman x 100)."""
+    tasks = list(results["rows"]["as is (imported)"][0]["results"]["mean"]["table"])
+    lines = ["| starting from all-MiniLM-L6-v2 | seeds | training s (each) | " + " | ".join(tasks) + " |",
+             "|---|---|---|" + "---|" * len(tasks)]
+    for name, rows in results["rows"].items():
+        cells = []
+        for task in tasks:
+            values = [r["results"]["mean"]["table"][task] for r in rows]
+            cells.append(f"{np.mean(values):.2f}" + (f" ± {np.std(values, ddof=1):.2f}" if len(values) > 1 else ""))
+        seconds = ", ".join(f"{r['train_seconds']:.0f}" for r in rows if "train_seconds" in r) or "–"
+        lines.append(f"| {name} | {len(rows)} | {seconds} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model-dir", help="a sentence-transformers all-MiniLM-L6-v2 directory (default: from the PyPI package)")
@@ -116,7 +131,11 @@ def main():
     p.add_argument("--work", default=None, help="work directory (default: a temporary one); a rerun with the "
                    "same --work skips the runs that finished")
     p.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "bench_pretrained.json"))
+    p.add_argument("--report", action="store_true", help="only print the table of an existing --out")
     args = p.parse_args()
+    if args.report:
+        print(table(json.loads(Path(args.out).read_text())))
+        return
 
     from hf_standins import minilm_dir
 
@@ -183,6 +202,7 @@ def main():
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(results, indent=2, default=str) + "\n")
     print(json.dumps(results["speed"], indent=2))
+    print(table(results))
     print(f"results: {args.out}")
 
 

@@ -25,6 +25,7 @@ benchmarks/results/quality.json.
 
 import argparse
 import os
+import shlex
 import shutil
 import sys
 import time
@@ -380,7 +381,7 @@ def main():
         goals["equal_wall_clock_vs_mlm_only"] = equal_time["comparison"]
 
     result = {
-        "command": " ".join(["python", "benchmarks/bench_quality.py"] + sys.argv[1:]),
+        "command": shlex.join(["python", "benchmarks/bench_quality.py"] + sys.argv[1:]),
         "settings": {k: v for k, v in cfg.items() if k != "data"} | {
             "updates": args.updates, "seeds": seeds, "glue_seeds": sorted(glue_seeds), "glue_tasks": GLUE_TASKS,
             "jobs": args.jobs, "threads_per_job": 1, "tokens_per_sample": common.TOKENS_PER_SAMPLE,

@@ -348,6 +348,51 @@ def headline(speed, q, sc, augment=None, emb=None):
     return lines
 
 
+#: (label, row, against) pairs of the choices section: what each choice does, same seeds
+CHOICES = [
+    ("blocks of 64 tokens vs sentences (CLEAR del-span+reorder)", "MLM+del-span+reorder blocks",
+     "MLM+del-span+reorder"),
+    ("random vs length batches (CLEAR del-span+reorder)", "MLM+del-span+reorder random batches",
+     "MLM+del-span+reorder"),
+    ("length vs random batches (SimCSE-unsup)", "SimCSE-unsup length batches", "SimCSE-unsup"),
+]
+
+
+def choices_section(c):
+    """Sentence vs block samples, length vs random batches, under both STS protocols (quality_issue13.json)."""
+    lines = ["## 3b. The choices the paper leaves open: samples and batches, both STS protocols", ""]
+    if c is None:
+        return lines + ["Not run (`python benchmarks/bench_quality.py --variants ... --senteval "
+                        "--out benchmarks/results/quality_issue13.json`).", ""]
+    s, t = c["settings"], c["table"]
+    lines += [
+        f"`{c['command']}`: the setting of section 3 ({s['updates']} updates of {s['batch_size']} samples, "
+        f"seeds {s['seeds']}), no GLUE. STS average over SICK-R, STS-B and STS12–16, Spearman x 100, mean ± std "
+        "(min–max) over seeds, under SimCSE's protocol (all pairs pooled, zero-shot cosine; the table of "
+        "section 3) and SentEval's (STS12–16 as the weighted mean of subsets, STS-B and SICK-R by SentEval's "
+        "regressor on the frozen vectors: CLEAR's Table 2 protocol).",
+        "",
+        "| variant | SimCSE protocol, [CLS] | SimCSE protocol, mean | SentEval protocol, [CLS] | SentEval protocol, mean |",
+        "|---|---|---|---|---|",
+    ]
+    for key, row in t.items():
+        lines.append(f"| {key} | {pm(row['sts_cls'])} | {pm(row['sts_mean'])} | {pm(row.get('sts_cls_senteval'))} | "
+                     f"{pm(row.get('sts_mean_senteval'))} |")
+    lines += ["", "| choice | pooling | difference (SimCSE protocol) | outside the seed spread? |", "|---|---|---|---|"]
+    for label, a, b in CHOICES:
+        if a not in t or b not in t:
+            continue
+        for pooling in ("cls", "mean"):
+            sa, sb = t[a][f"sts_{pooling}"], t[b][f"sts_{pooling}"]
+            outside = ("yes" if sa["min"] > sb["max"] or sa["max"] < sb["min"] else "no") if min(sa["n"], sb["n"]) > 1 \
+                else "one seed"
+            lines.append(f"| {label} | {'[CLS]' if pooling == 'cls' else 'mean'} | "
+                         f"{f(sa['mean'] - sb['mean'], 1, signed=True)} | {outside} |")
+    return lines + ["", "Defaults (`--batch-composition auto`, each paper's trainer): length batches for CLEAR, "
+                    "random for SimCSE, DeCLUTR and pairs; `--sample-break-mode eos` sentences for sentence "
+                    "embeddings, `complete` blocks of 512 tokens in the paper recipe.", ""]
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default=str(common.REPO / "BENCHMARKS.md"))
@@ -372,6 +417,7 @@ def main():
     lines += speed_section(speed, augment)
     lines += quality_section(q)
     lines += collapse_section(load("cls_collapse.json"), q)
+    lines += choices_section(load("quality_issue13.json"))
     lines += scaling_section(sc)
     lines += others_section(pre, emb)
     # benchmarks run outside `make bench` (long, GPU or one-off measurements): hand-written
