@@ -22,7 +22,6 @@ import argparse
 import json
 import os
 import re
-import shutil
 import statistics
 import subprocess
 import sys
@@ -180,8 +179,10 @@ def main():
                 data_in = corpus
             seconds = work / f"{mode}-{seed}.seconds"
             if not seconds.is_file():  # resumable with the same --work: a finished run is not repeated
-                shutil.rmtree(out, ignore_errors=True)  # an interrupted run's directory (ours: under --work)
-                (work / f"sts-{mode}-{seed}.json").unlink(missing_ok=True)
+                for stale in (out, work / f"sts-{mode}-{seed}.json"):
+                    if stale.exists():  # never deleted here: it may not be ours
+                        sys.exit(f"{stale} exists without {seconds.name} (an interrupted run?): remove it, or "
+                                 "give another --work")
                 log = run(["bash", run_sh, mode, model_dir, data_in, out, *common, *extra, "--seed", str(seed)],
                           env=env, log=work / f"{mode}-{seed}.log")
                 seconds.write_text(f"{training_seconds(log)}\n")
