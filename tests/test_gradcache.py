@@ -275,3 +275,25 @@ def test_two_gloo_ranks_same_gradient_as_one_process(tiny_data, extra):
     got = torch.tensor(out[0], dtype=torch.float64)
     assert got.shape == ref.shape
     assert float((got - ref).abs().max()) <= 1e-10 * max(1.0, float(ref.abs().max())), float((got - ref).abs().max())
+
+
+@pytest.mark.parametrize("extra", [["--mlm-only"], []])
+def test_accumulation_zeroes_stand_in_batches_on_every_path(tiny_data, extra):
+    """A stand-in batch (ignore_grad) inside an accumulated update adds nothing, also when the
+    task has no views (--mlm-only takes the plain path); after the update's last micro-batch a
+    call outside fairseq's trainer is plain again and fairseq's own ignore_grad applies."""
+    _, task, model, criterion = _build(tiny_data, "--accumulate-contrastive", *extra)
+    model.train()
+    dataset = task.dataset("train")
+    sample = dataset.collater([dataset[i] for i in range(8)])
+
+    def step(ignore_grad):
+        model.zero_grad()
+        loss, _, _ = task.train_step(sample, model, criterion, _Backward(), update_num=0, ignore_grad=ignore_grad)
+        return float(loss), max(float(p.grad.abs().max()) for p in model.parameters() if p.grad is not None)
+
+    task.begin_update(2)
+    assert step(ignore_grad=True) == (0.0, 0.0)  # micro-batch 0 of 2: a stand-in
+    loss, grad = step(ignore_grad=False)  # micro-batch 1 of 2: real, the update's last
+    assert loss > 0 and grad > 0
+    assert task.micro_batch is None and step(ignore_grad=True) == (0.0, 0.0)  # outside: fairseq's rule

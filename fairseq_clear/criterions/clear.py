@@ -274,8 +274,9 @@ class ClearCriterion(FairseqCriterion):
 
     @property
     def holds_views_across_update(self) -> bool:
-        """True with --accumulate-contrastive: the task then leaves stand-in batches to us."""
-        return bool(self.cfg.accumulate_contrastive)
+        """True with --accumulate-contrastive inside fairseq's trainer: the task then leaves
+        stand-in batches to us (their terms are zeroed here, on every path)."""
+        return bool(self.cfg.accumulate_contrastive) and getattr(self.task, "micro_batch", None) is not None
 
     def _update_position(self, model, views):
         """(index, count) of this micro-batch in its update when the contrastive loss spans the update."""
@@ -322,6 +323,8 @@ class ClearCriterion(FairseqCriterion):
         if cl_sum is not None:
             loss = loss + self.cfg.cl_weight * cl_sum * (unit_global / max(anchors_global, 1))
 
+        if dummy and self.holds_views_across_update:
+            loss = loss * 0.0  # fairseq's ignore_grad, left to us by the task
         logging_output = self._logging(loss, mlm_sum, n_masked, sample, unit_local)
         if mlm2_sum is not None:
             logging_output["mlm2_loss"] = mlm2_sum.data

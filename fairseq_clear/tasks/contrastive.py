@@ -284,6 +284,8 @@ class ContrastiveTask(StsValidationMixin, MaskedLMTask):
         if self._update_size is not None:
             self.micro_batch = (self._update_index, self._update_size)
             self._update_index += 1
+            if self._update_index == self._update_size:  # the update's last: later calls are outside it
+                self._update_size = None
         # a criterion that holds contrastive views across the update zeroes a stand-in batch's
         # own terms itself: fairseq's ignore_grad (loss * 0) would also drop the earlier
         # micro-batches' contrastive term when the stand-in comes last
