@@ -92,7 +92,9 @@ def full_step(sizes, chunk, arch, out, max_unchunked=None):
             recs = res["records"]
             rows.append({"sentences": n, "chunk": k, "peak_rss_mb": res["peak_rss_mb"],
                          "update_s": common.median([r["step_s"] for r in recs[1:]]),
-                         "sentences_per_update": [r["sentences"] for r in recs]})
+                         "sentences_per_update": [r["sentences"] for r in recs],
+                         # rows are padded to the batch's longest: memory per chunk grows with it
+                         "padded_length_per_update": [r["s_padded"] // max(1, r["sentences"]) for r in recs]})
             print(rows[-1], flush=True)
     Path(out).parent.mkdir(parents=True, exist_ok=True)
     Path(out).write_text(json.dumps({"arch": arch, "mode": "full-step", "rows": rows}, indent=2) + "\n")
