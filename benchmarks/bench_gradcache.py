@@ -115,8 +115,8 @@ def main():
     p.add_argument("--one", nargs=2, type=int, help=argparse.SUPPRESS)
     p.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "gradcache.json"))
     p.add_argument("--full-step", action="store_true", help="whole fairseq-train updates with MLM (see above)")
-    p.add_argument("--max-unchunked", type=int, help="--full-step: skip the run without chunks above this size "
-                   "(it would not fit in memory)")
+    p.add_argument("--max-unchunked", type=int, help="skip the run without chunks above this size (it would "
+                   "not fit in memory: about 12.7 GB per 1,024 sentences here)")
     args = p.parse_args()
     if args.full_step:
         out = args.out if "--out" in sys.argv else str(REPO / "benchmarks" / "results" / "gradcache_full_step.json")
@@ -128,6 +128,10 @@ def main():
     rows = []
     for n in [int(x) for x in args.sizes.split(",")]:
         for chunk in (0, args.chunk):
+            if chunk == 0 and args.max_unchunked is not None and n > args.max_unchunked:
+                rows.append({"sentences": n, "chunk": 0, "skipped": f"above --max-unchunked {args.max_unchunked}"})
+                print(rows[-1], flush=True)
+                continue
             out = subprocess.run([sys.executable, __file__, "--one", str(n), str(chunk), "--arch", args.arch],
                                  capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS="2"))
             if out.returncode != 0:
@@ -136,13 +140,16 @@ def main():
                 rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
             print(rows[-1], flush=True)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps({"arch": args.arch, "rows": rows}, indent=2) + "\n")
+    Path(args.out).write_text(json.dumps({"command": " ".join(["python", "benchmarks/bench_gradcache.py"] + sys.argv[1:]),
+                                          "arch": args.arch, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                                          "loadavg_at_end": os.getloadavg(), "rows": rows}, indent=2) + "\n")
     print(f"\n| sentences | peak MB (no chunks) | peak MB (chunks of {args.chunk}) | s (no chunks) | s (chunks) |")
     print("|---|---|---|---|---|")
     for n in sorted({r["sentences"] for r in rows}):
         a = next(r for r in rows if r["sentences"] == n and r["chunk"] == 0)
         b = next(r for r in rows if r["sentences"] == n and r["chunk"] != 0)
-        fmt = lambda r, k: f"{r[k]:.0f}" if k in r and k == "peak_mb" else (f"{r[k]:.2f}" if k in r else r.get("error", "?"))  # noqa: E731
+        fmt = lambda r, k: f"{r[k]:.0f}" if k in r and k == "peak_mb" else (  # noqa: E731
+            f"{r[k]:.2f}" if k in r else r.get("error") or r.get("skipped", "?"))
         print(f"| {n} | {fmt(a, 'peak_mb')} | {fmt(b, 'peak_mb')} | {fmt(a, 'seconds')} | {fmt(b, 'seconds')} |")
 
 

@@ -78,7 +78,8 @@ OPT_IN = {"MLM+del-span+reorder blocks", "MLM+del-span+reorder random batches",
 QUICK_VARIANTS = ["Random init (no training)", "MLM only", "MLM+del-word", "SimCSE-unsup"]
 
 
-def train_command(cfg, name, kind, extra, mult, seed, save_dir, max_update, total=None, stop_hours=None):
+def train_command(cfg, name, kind, extra, mult, seed, save_dir, max_update, total=None, stop_hours=None,
+                  eval_every=0):
     data = cfg["data"]
     batch = cfg["batch_size"] * mult
     total = total or max_update
@@ -111,14 +112,16 @@ def train_command(cfg, name, kind, extra, mult, seed, save_dir, max_update, tota
     ]
     if stop_hours is not None:
         args += ["--stop-time-hours", f"{stop_hours:.6f}"]
+    if eval_every:  # fairseq's interval checkpoints (checkpoint_E_U.pt), scored and removed afterwards
+        args += ["--save-interval-updates", eval_every, "--keep-interval-updates", -1]
     return args
 
 
-def eval_sts(cfg, ckpt, data_bin, out_json, log):
+def eval_sts(cfg, ckpt, data_bin, out_json, log, senteval=True):
     """SimCSE's protocol (the table compared everywhere); with cfg['senteval'] also SentEval's."""
     cmd = [common.bin_path("clear-eval-sts"), "--checkpoint", ckpt, "--data", data_bin,
            "--sts-dir", common.STS_DIR, "--cpu", "--batch-size", 128, "--output", out_json]
-    if cfg.get("senteval"):
+    if senteval and cfg.get("senteval"):
         cmd += ["--protocol", "senteval"]
     common.run(cmd, log, threads=1)
     rep = common.read_json(out_json)
@@ -171,12 +174,25 @@ def run_variant(cfg, name, spec, seed, glue_bin, max_update, tag="", total=None,
     if kind == "init":
         cfg = dict(cfg, lr="1e-12")
         max_update = total = 1
-    cmd = train_command(cfg, name, kind, extra, mult, seed, save_dir, max_update, total, stop_hours)
+    eval_every = cfg.get("eval_every", 0) if kind != "init" else 0
+    cmd = train_command(cfg, name, kind, extra, mult, seed, save_dir, max_update, total, stop_hours,
+                        eval_every)
     _, seconds, _ = common.run(cmd, save_dir / "train.log", threads=1)
     timed = common.read_json(save_dir / "timed.json")
     ckpt = save_dir / "checkpoint_last.pt"
     data_bin = cfg["data"]["sentences_bin"]
     sts = eval_sts(cfg, ckpt, data_bin, save_dir / "sts.json", save_dir / "sts.log")
+    sts_curve = []
+    for mid in sorted(save_dir.glob("checkpoint_*_*.pt"), key=lambda p: int(p.stem.rsplit("_", 1)[1])):
+        step = int(mid.stem.rsplit("_", 1)[1])
+        if step < len(timed["records"]):  # the last one equals checkpoint_last.pt, scored above
+            got = eval_sts(cfg, mid, data_bin, save_dir / f"sts_{step}.json", save_dir / f"sts_{step}.log",
+                           senteval=False)
+            sts_curve.append({"updates": step, **{p: got[p]["avg"] for p in got}})
+        if not cfg.get("keep_checkpoints"):
+            mid.unlink()
+    if eval_every:
+        sts_curve.append({"updates": len(timed["records"]), **{p: sts[p]["avg"] for p in sts}})
     glue = {}
     if do_glue and glue_bin is not None:
         for task in GLUE_TASKS:
@@ -197,6 +213,7 @@ def run_variant(cfg, name, spec, seed, glue_bin, max_update, tag="", total=None,
         "sts": sts,
         "glue": glue,
         "curves": curves(timed),
+        "sts_curve": sts_curve,
     }
     print(f"  {name}{tag} seed {seed}: {len(recs)} updates in {timed['train_seconds']:.0f} s; STS avg "
           f"[CLS] {sts['cls']['avg']:.1f} mean {sts['mean']['avg']:.1f}"
@@ -289,6 +306,9 @@ def main():
                         help="fine-tuning lr (RoBERTa's 1e-5..3e-5 suits base models; at 1e-4 this small model "
                         "stayed at the majority class in 200 updates)")
     parser.add_argument("--no-equal-time", action="store_true", help="skip the equal wall-clock runs")
+    parser.add_argument("--eval-every", type=int, default=0,
+                        help="also score STS (SimCSE protocol) every N updates, from fairseq's interval "
+                        "checkpoints: the curve of the longer-horizon rows")
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--keep-checkpoints", action="store_true")
     parser.add_argument("--out", default=str(common.RESULTS / "quality.json"))
@@ -315,7 +335,8 @@ def main():
            "heads": args.heads, "lr": args.lr, "warmup_share": args.warmup_share,
            "temperature": args.temperature, "contrastive_pooling": args.contrastive_pooling,
            "glue_updates": args.glue_updates, "glue_batch": args.glue_batch,
-           "glue_lr": args.glue_lr, "keep_checkpoints": args.keep_checkpoints, "senteval": args.senteval}
+           "glue_lr": args.glue_lr, "keep_checkpoints": args.keep_checkpoints, "senteval": args.senteval,
+           "eval_every": args.eval_every}
     if args.quick:
         GLUE_TASKS[:] = ["RTE"]
     glue_bin = prepare_glue(data, common.RUNS / "logs") if glue_seeds else None

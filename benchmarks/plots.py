@@ -7,6 +7,8 @@
 * ``sts_avg.png``: STS average per variant, [CLS] and mean pooling, bar = mean over
   seeds, whiskers = the seeds' min..max, dots = the seeds;
 * ``glue.png``: GLUE dev score per task and variant (mean over the fine-tuned seeds);
+* ``horizon.png``: STS average against updates for the longer-horizon runs
+  (``quality_horizon.json``), [CLS] dashed and mean pooling solid;
 * ``speed_ratio.png``: update time of each ``--task clear`` configuration over fairseq's
   masked LM, next to its token floor and the goal (1.10 x floor).
 """
@@ -160,6 +162,30 @@ def plot_speed(speed, out_dir):
     return [path]
 
 
+def plot_horizon(h, out_dir):
+    runs = [r for r in h["runs"] if r.get("sts_curve")]
+    if not runs:
+        return []
+    colour = colours([r["variant"] for r in runs])
+    fig, ax = plt.subplots(figsize=(9, 5.5))
+    for r in runs:
+        xs = [p["updates"] for p in r["sts_curve"]]
+        ax.plot(xs, [p["mean"] for p in r["sts_curve"]], "-o", color=colour[r["variant"]],
+                label=f"{r['variant']} (mean)")
+        ax.plot(xs, [p["cls"] for p in r["sts_curve"]], "--x", color=colour[r["variant"]],
+                label=f"{r['variant']} ([CLS])")
+    ax.set_xlabel("updates")
+    ax.set_ylabel("STS average, Spearman x 100 (SimCSE protocol)")
+    ax.set_title(f"STS along {h['settings']['updates']} updates, seed(s) {h['settings']['seeds']}")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    path = out_dir / "horizon.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return [path]
+
+
 def speed_goal(speed):
     return float(speed["goal"].split("<=")[1].split("x")[0])
 
@@ -171,6 +197,8 @@ def main():
         q = common.read_json(out_dir / "quality.json")
         if q.get("runs"):
             written += plot_curves(q, out_dir) + plot_sts(q, out_dir) + plot_glue(q, out_dir)
+    if (out_dir / "quality_horizon.json").is_file():
+        written += plot_horizon(common.read_json(out_dir / "quality_horizon.json"), out_dir)
     if (out_dir / "train_speed.json").is_file():
         written += plot_speed(common.read_json(out_dir / "train_speed.json"), out_dir)
     for p in written:

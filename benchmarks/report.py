@@ -393,6 +393,43 @@ def choices_section(c):
                     "embeddings, `complete` blocks of 512 tokens in the paper recipe.", ""]
 
 
+def horizon_section(h, q):
+    """Where each curve goes: 10x the updates of section 3, STS scored along the way (quality_horizon.json)."""
+    lines = ["## 3c. A longer horizon: 10x the updates", ""]
+    if h is None:
+        return lines + ["Not run (`python benchmarks/bench_quality.py --updates 2000 --eval-every 400 --variants "
+                        "... --seeds 1 --senteval --out benchmarks/results/quality_horizon.json`).", ""]
+    s, t = h["settings"], h["table"]
+    short = {r["variant"]: r for r in (q or {}).get("runs", []) if r["seed"] in s["seeds"] and r["tag"] == "equal-updates"}
+    lines += [
+        f"`{h['command']}`: the model, data and optimiser of section 3, {s['updates']} updates "
+        f"({f(100 * s['warmup_share'], 0)}% warm-up, linear decay over all {s['updates']}), seed(s) {s['seeds']}, "
+        f"STS scored every {s['eval_every']} updates from fairseq's interval checkpoints (SimCSE protocol; "
+        "the last point under both protocols). One seed: section 3's seed spread (about ±1–3 points) is the "
+        "yardstick for differences. The 200-update column is section 3's run of the same seed, trained with a "
+        "200-update schedule.",
+        "",
+        "| variant | 200 updates (section 3), [CLS] / mean | " + " | ".join(
+            f"{p['updates']}, [CLS] / mean" for p in next(iter(h["runs"]))["sts_curve"]) +
+        " | SentEval protocol at the end, [CLS] / mean | train s |",
+        "|" + "---|" * (4 + len(next(iter(h["runs"]))["sts_curve"])),
+    ]
+    for r in h["runs"]:
+        row = t[r["variant"]]
+        s3 = short.get(r["variant"])
+        first = f"{f(s3['sts']['cls']['avg'])} / {f(s3['sts']['mean']['avg'])}" if s3 else "—"
+        cells = [f"{f(p['cls'])} / {f(p['mean'])}" for p in r["sts_curve"]]
+        se = (f"{f(row['sts_cls_senteval']['mean'])} / {f(row['sts_mean_senteval']['mean'])}"
+              if row.get("sts_cls_senteval") else "—")
+        lines.append(f"| {r['variant']} | {first} | " + " | ".join(cells) +
+                     f" | {se} | {f(row['train_seconds']['mean'], 0)} |")
+    lines += ["", "![STS along the longer horizon](benchmarks/results/horizon.png)", ""]
+    notes = h.get("notes") or []
+    if notes:
+        lines += [f"* {n}" for n in notes] + [""]
+    return lines
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default=str(common.REPO / "BENCHMARKS.md"))
@@ -418,6 +455,7 @@ def main():
     lines += quality_section(q)
     lines += collapse_section(load("cls_collapse.json"), q)
     lines += choices_section(load("quality_issue13.json"))
+    lines += horizon_section(load("quality_horizon.json"), q)
     lines += scaling_section(sc)
     lines += others_section(pre, emb)
     # benchmarks run outside `make bench` (long, GPU or one-off measurements): hand-written

@@ -100,15 +100,23 @@ def test_report_and_plots_from_results(monkeypatch, tmp_path):
                              "peak_rss_mb": 500, "same_batch_shapes_as_masked_lm": True}
                          for n, r, fl in (("masked_lm", 1.0, 1.0), ("clear del-word", 2.0, 1.9))}}
     (tmp_path / "train_speed.json").write_text(json.dumps(speed))
+    curve = [{"updates": 400, "cls": 30.0, "mean": 41.25}, {"updates": 800, "cls": 31.0, "mean": 47.75}]
+    spread = {"mean": 47.75, "std": 0.0, "min": 47.75, "max": 47.75, "n": 1, "values": [47.75]}
+    horizon = {"command": "h", "settings": {"updates": 800, "warmup_share": 0.06, "seeds": [1], "eval_every": 400},
+               "table": {"DeCLUTR": {"sts_cls_senteval": spread, "sts_mean_senteval": spread, "train_seconds": spread}},
+               "runs": [{"variant": "DeCLUTR", "seed": 1, "tag": "equal-updates", "sts_curve": curve}]}
+    (tmp_path / "quality_horizon.json").write_text(json.dumps(horizon))
     plots = bench_module("plots", monkeypatch, tmp_path)
     plots.main()
     assert (tmp_path / "speed_ratio.png").stat().st_size > 0
+    assert (tmp_path / "horizon.png").stat().st_size > 0
     report = bench_module("report", monkeypatch, tmp_path)
     out = tmp_path / "BENCHMARKS.md"
     monkeypatch.setattr(sys, "argv", ["report.py", "--out", str(out)])
     report.main()
     text = out.read_text()
     assert "clear del-word" in text and "| 2.000 |" in text and "Not run." in text
+    assert "| DeCLUTR | — | 30.0 / 41.2 | 31.0 / 47.8 | 47.8 / 47.8 | 48 |" in text
 
 
 def test_gradcache_benchmark_runs_in_a_small_form(tmp_path):
@@ -147,3 +155,16 @@ def test_gpu_benchmark_runs_in_a_small_form_on_cpu(data, tmp_path):
     bad = run_cli([sys.executable, BENCH / "bench_gpu.py", "--small", "--device", "cpu", "--data", data,
                    "--precisions", "fp16", "--out", out], check=False)
     assert bad.returncode != 0 and "--precisions" in bad.stdout
+
+
+def test_quality_longer_horizon_scores_fairseq_interval_checkpoints(monkeypatch, tmp_path):
+    """--eval-every N trains with fairseq's interval checkpoints, which run_variant scores."""
+    quality = bench_module("bench_quality", monkeypatch, tmp_path)
+    cfg = {"data": {"sentences_bin": "bin"}, "batch_size": 4, "layers": 1, "dim": 8, "heads": 1, "lr": "1e-3",
+           "warmup_share": 0.06, "temperature": "0.1", "contrastive_pooling": "mean"}
+    args = [str(a) for a in quality.train_command(cfg, "MLM only", "mlm", ["--mlm-only"], 1, 1, tmp_path, 20,
+                                                  eval_every=10)]
+    i = args.index("--save-interval-updates")
+    assert args[i + 1] == "10" and args[args.index("--keep-interval-updates") + 1] == "-1"
+    assert "--save-interval-updates" not in [str(a) for a in quality.train_command(
+        cfg, "MLM only", "mlm", ["--mlm-only"], 1, 1, tmp_path, 20)]
