@@ -111,6 +111,30 @@ def test_model_args_rebuild_the_checkpoints_encoder(ckpt):
     assert pairs["--encoder-layers"] == "2" and pairs["--encoder-embed-dim"] == "128"
 
 
+@pytest.mark.parametrize("field,value", [("activation_fn", "gelu --user-dir /tmp/evil"),
+                                         ("encoder_layers", "2 --user-dir /tmp/evil"),
+                                         ("_name", "clear_roberta_tiny --user-dir /tmp/evil"),
+                                         ("encoder_embed_dim", True)])
+def test_model_args_never_pass_a_checkpoint_string_through(ckpt, tmp_path, field, value):
+    """The example scripts split these flags into fairseq-train's arguments: a value from the
+    file must not become an option of its own (an injected --user-dir imports code)."""
+    import torch
+
+    from fairseq_clear.checkpoint_safety import safe_load
+
+    checkpoint, _ = ckpt
+    state = safe_load(str(checkpoint))
+    model = state["cfg"]["model"]
+    if isinstance(model, dict):
+        model[field] = value
+    else:  # fairseq stores the model's config as a Namespace
+        setattr(model, field, value)
+    bad = tmp_path / "bad.pt"
+    torch.save(state, bad)
+    with pytest.raises(glue.GlueDataError, match=field if field != "_name" else "_name|arch"):
+        glue.model_args(str(bad))
+
+
 def finetune(task, checkpoint, data_bin, save, *extra, env=None):
     return run_cli(["bash", FINETUNE, task, checkpoint, "--max-update", "6", "--log-interval", "2", *extra],
                    env={"CPU": "1", "DATA_BIN": str(data_bin), "SAVE_DIR": str(save), **(env or {})})

@@ -263,17 +263,43 @@ def model_args(checkpoint: str) -> List[str]:
     max_positions = get("max_positions") or get("tokens_per_sample")
     if max_positions is None and hasattr(cfg, "get") and cfg.get("task") is not None:
         max_positions = cfg["task"].get("tokens_per_sample")
+    from fairseq.utils import get_available_activation_fns
+
+    from fairseq_clear.checkpoint_safety import ACCEPTED_MODEL_NAMES, UnsupportedCheckpointError, check_checkpoint_config
+
+    try:
+        check_checkpoint_config(state, checkpoint)
+    except UnsupportedCheckpointError as e:
+        raise GlueDataError(str(e)) from None
+
+    # the flags go into fairseq-train's command line (the example scripts split them on
+    # spaces), so every value is checked to be what its option takes: a string from the
+    # file must never become an option of its own (e.g. a second --user-dir)
+    def checked(field, value, kind):
+        try:
+            if kind is int and not isinstance(value, bool) and int(value) == value and int(value) > 0:
+                return str(int(value))
+            if kind is float and float(value) > 0:
+                return repr(float(value))
+            if isinstance(kind, (list, tuple, frozenset, set)) and value in kind:
+                return str(value)
+        except (TypeError, ValueError):
+            pass
+        raise GlueDataError(f"{checkpoint}: {field} is {value!r}, not "
+                            + ("a positive integer" if kind is int else "a positive number" if kind is float
+                               else f"one of {sorted(kind)}"))
+
     flags = [
-        "--arch", str(arch),
-        "--encoder-layers", str(get("encoder_layers")),
-        "--encoder-embed-dim", str(get("encoder_embed_dim")),
-        "--encoder-ffn-embed-dim", str(get("encoder_ffn_embed_dim")),
-        "--encoder-attention-heads", str(get("encoder_attention_heads")),
-        "--activation-fn", str(get("activation_fn", "gelu")),
-        "--max-positions", str(max_positions),
+        "--arch", checked("arch", arch, ACCEPTED_MODEL_NAMES),
+        "--encoder-layers", checked("encoder_layers", get("encoder_layers"), int),
+        "--encoder-embed-dim", checked("encoder_embed_dim", get("encoder_embed_dim"), int),
+        "--encoder-ffn-embed-dim", checked("encoder_ffn_embed_dim", get("encoder_ffn_embed_dim"), int),
+        "--encoder-attention-heads", checked("encoder_attention_heads", get("encoder_attention_heads"), int),
+        "--activation-fn", checked("activation_fn", get("activation_fn", "gelu"), get_available_activation_fns()),
+        "--max-positions", checked("max_positions", max_positions, int),
     ]
     if get("layernorm_eps") is not None:
-        flags += ["--layernorm-eps", str(get("layernorm_eps"))]  # BERT's 1e-12 (imported models)
+        flags += ["--layernorm-eps", checked("layernorm_eps", get("layernorm_eps"), float)]  # BERT's 1e-12
     if get("encoder_normalize_before", False):
         flags.append("--encoder-normalize-before")
     if get("untie_weights_roberta", False):
