@@ -44,7 +44,13 @@ if [[ "${CPU:-0}" == "1" ]]; then
 else
   EPOCHS=${EPOCHS:-2000}; BATCH=${BATCH:-512}; DEVICE=(--num-workers 2)
 fi
-ROWS=$(python -c "import json,sys; print(json.load(open(sys.argv[1]))['splits']['train']['pairs_written'])" "$DATA/pairs.json")
+# an integer, checked: bash arithmetic would run a command substitution hidden in a string
+ROWS=$(python -c "
+import json, sys
+n = json.load(open(sys.argv[1]))['splits']['train']['pairs_written']
+if type(n) is not int or n < 1:
+    sys.exit(f'error: {sys.argv[1]}: splits.train.pairs_written is {n!r}, not a positive integer')
+print(n)" "$DATA/pairs.json")
 PER_EPOCH=$(( (ROWS + BATCH - 1) / BATCH ))
 MAX_UPDATE=$(( EPOCHS * PER_EPOCH ))
 WARMUP=$(( 10 * PER_EPOCH ))
