@@ -14,6 +14,7 @@ import io
 import logging
 import os
 import sys
+import tempfile
 import time
 
 import numpy as np
@@ -101,6 +102,30 @@ class OutputError(ValueError):
     """An output path cannot be written; the message names the option."""
 
 
+def same_file(a: str, b: str) -> bool:
+    """Whether two paths name one file: the same inode when both exist, else the same real path."""
+    if os.path.exists(a) and os.path.exists(b):
+        return os.path.samefile(a, b)
+    return os.path.realpath(a) == os.path.realpath(b)
+
+
+def temp_sibling(path: str, mode: str = "w", **kwargs):
+    """(open file, its path): a new temporary file of its own in ``path``'s directory, to be renamed
+    over ``path`` once complete, so that two writers, or two runs, never share one. Its permissions
+    are those a plain ``open(path, "w")`` would give (mkstemp's are 0600)."""
+    directory, name = os.path.split(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=f"{name}.", suffix=".partial", dir=directory)
+    try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.fchmod(fd, 0o666 & ~umask)
+        return os.fdopen(fd, mode, **kwargs), tmp
+    except BaseException:
+        os.close(fd)
+        os.unlink(tmp)
+        raise
+
+
 class NpyRowWriter:
     """Append float32 rows to a .npy file of unknown final length, in constant memory.
 
@@ -114,8 +139,7 @@ class NpyRowWriter:
     def __init__(self, path: str, dim: int):
         self.path, self.dim, self.rows = path, dim, 0
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        self.tmp = f"{path}.partial-{os.getpid()}"
-        self.f = open(self.tmp, "wb")
+        self.f, self.tmp = temp_sibling(path, "wb")
         self.f.write(self._header(0))
 
     def _header(self, rows):
@@ -191,6 +215,10 @@ def main(argv=None):
         args.precision = "fp16"
     if args.chunk_size < 1:
         fail(f"--chunk-size must be >= 1, got {args.chunk_size}")
+    if args.batch_size < 1:
+        fail(f"--batch-size must be >= 1, got {args.batch_size}")
+    if not args.log_interval >= 0:  # NaN included
+        fail(f"--log-interval must be >= 0 seconds, got {args.log_interval}")
     if args.input != "-" and not os.path.isfile(args.input):
         fail(f"--input '{args.input}' does not exist")
     try:
@@ -198,6 +226,11 @@ def main(argv=None):
         tsv = check_output_path(args.tsv, "--tsv") if args.tsv else None
     except OutputError as e:
         fail(e)
+    if tsv and same_file(output, tsv):
+        fail(f"--output '{output}' and --tsv '{tsv}' are the same file; give each its own path")
+    for option, path in (("--output", output), ("--tsv", tsv)):
+        if path and args.input != "-" and same_file(args.input, path):
+            fail(f"{option} '{path}' is the same file as --input '{args.input}'; it would overwrite the input")
     hub = load_hub(args)
     try:
         device = args.device or ("cpu" if args.cpu or not torch.cuda.is_available() else "cuda")
@@ -206,7 +239,14 @@ def main(argv=None):
         fail(f"--device/--precision: {e}")
     total = _count_lines(args.input)
     writer = NpyRowWriter(output, hub.embed([""], head=args.head).shape[1])
-    tsv_file = open(f"{tsv}.partial-{os.getpid()}", "w", encoding="utf-8") if tsv else None
+    tsv_file = tsv_tmp = None
+    if tsv:
+        try:
+            os.makedirs(os.path.dirname(tsv), exist_ok=True)
+            tsv_file, tsv_tmp = temp_sibling(tsv, "w", encoding="utf-8")
+        except BaseException:
+            writer.abort()
+            raise
     progress = Progress(total, args.log_interval)
     start = time.time()
     empty = truncated = 0
@@ -224,19 +264,19 @@ def main(argv=None):
         writer.abort()
         if tsv_file:
             tsv_file.close()
-            os.unlink(tsv_file.name)
+            os.unlink(tsv_tmp)
         fail(f"--input: {e}")
     except BaseException:
         writer.abort()
         if tsv_file:
             tsv_file.close()
-            os.unlink(tsv_file.name)
+            os.unlink(tsv_tmp)
         raise
     progress.close()
     writer.close()
     if tsv_file:
         tsv_file.close()
-        os.replace(tsv_file.name, tsv)
+        os.replace(tsv_tmp, tsv)
     seconds = time.time() - start
     logger.info("%d sentences from %s (%d empty, embedded as <s></s>)", writer.rows, args.input, empty)
     logger.info(

@@ -205,26 +205,91 @@ def format_table(report, name) -> str:
     return "\n".join(lines)
 
 
-def main(argv=None):
-    setup_logging()
-    args = get_parser().parse_args(argv)
-    from ..evaluation.sts import STSFormatError
+def check_args(args):
+    """Refuse bad options right after parsing, before any model is loaded; returns the output path."""
+    from ..evaluation.sts import ALL_TASKS
+    from ..models.pooling import POOLING_CHOICES
 
     if not args.checkpoint and not args.model:
         fail("give --checkpoint and/or --model (a sentence-transformers or Hugging Face directory)")
     if not args.checkpoint and not args.output:
         fail("--output is required without --checkpoint")
+    if args.batch_size < 1:
+        fail(f"--batch-size must be >= 1, got {args.batch_size}")
+    poolings = [p.strip() for p in args.poolings.split(",") if p.strip()]
+    if not poolings:
+        fail(f"--poolings is empty; give one or more of {', '.join(POOLING_CHOICES)}, comma-separated")
+    unknown = [p for p in poolings if p not in POOLING_CHOICES]
+    if unknown:
+        fail(f"--poolings: unknown pooling(s) {', '.join(unknown)}; known: {', '.join(POOLING_CHOICES)}")
+    tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
+    if not tasks:
+        fail(f"--tasks is empty; give one or more of {', '.join(ALL_TASKS)}, comma-separated")
+    unknown = [t for t in tasks if t not in ALL_TASKS]
+    if unknown:
+        fail(f"--tasks: unknown task(s) {', '.join(unknown)}; known: {', '.join(ALL_TASKS)}")
+    if args.output:
+        option, output = "--output", args.output
+    elif os.path.isfile(args.checkpoint):  # a missing checkpoint is load_hub's error to report
+        option = "--output (default: beside --checkpoint)"
+        output = os.path.splitext(os.path.abspath(args.checkpoint))[0] + ".sts.json"
+    else:
+        return None
+    return check_json_output(output, option, args.checkpoint)
+
+
+def check_json_output(path, option, checkpoint=None):
+    """``path`` made absolute, if the JSON can be written there: in an existing, writable directory,
+    not a directory itself, not the checkpoint."""
+    from .embed import OutputError, check_output_path, same_file
+
+    try:
+        path = check_output_path(path, option)
+    except OutputError as e:
+        fail(e)
+    directory = os.path.dirname(path)
+    if not os.path.isdir(directory):
+        fail(f"{option} '{path}': directory '{directory}' does not exist")
+    if checkpoint and os.path.exists(checkpoint) and same_file(path, checkpoint):
+        fail(f"{option} '{path}' is the same file as --checkpoint '{checkpoint}'; it would overwrite the checkpoint")
+    return path
+
+
+def write_json(path, data):
+    """Write ``data`` as JSON to ``path`` atomically: a temporary sibling, then one rename."""
+    from .embed import temp_sibling
+
+    f, tmp = temp_sibling(path, "w", encoding="utf-8")
+    try:
+        with f:
+            json.dump(data, f, indent=2, allow_nan=False)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def main(argv=None):
+    setup_logging()
+    args = get_parser().parse_args(argv)
+    from ..evaluation.sts import STSFormatError
+
+    output = check_args(args)
     hub = load_hub(args) if args.checkpoint else None
+    if output is None:  # the checkpoint loaded after all (load_hub exits when it cannot)
+        output = check_json_output(os.path.splitext(os.path.abspath(args.checkpoint))[0] + ".sts.json",
+                                   "--output (default: beside --checkpoint)", args.checkpoint)
     try:
         report = evaluate(hub, args)
     except (STSFormatError, FileNotFoundError, ValueError) as e:
         fail(e)
     name = _checkpoint_name(args) if args.checkpoint else next(iter(report["models"]))
     print(format_table(report, name))
-    output = args.output or os.path.splitext(os.path.abspath(args.checkpoint))[0] + ".sts.json"
-    with open(output, "w", encoding="utf-8") as f:
-        json.dump(_jsonable(report), f, indent=2, allow_nan=False)
-        f.write("\n")
+    write_json(output, _jsonable(report))
     print(f"\nwritten {output}")
 
 
