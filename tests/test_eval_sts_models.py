@@ -103,3 +103,24 @@ def test_protocol_senteval_through_the_cli(st_dir, tmp_path):
     bad = run_cli([bin_path("clear-eval-sts"), "--model", st_dir / "hf", "--sts-dir", tree, "--protocol", "senteval",
                    "--split", "dev", "--output", out], check=False)
     assert bad.returncode == 2 and "--split dev is for --protocol simcse" in bad.stdout
+
+
+def test_modules_json_may_only_name_sentence_transformers_classes(st_dir, tmp_path):
+    """modules.json names classes to import: a foreign one is refused before any import
+    (sentence-transformers before version 6 imported it from a local directory)."""
+    import shutil
+
+    from fairseq_clear.evaluation.sts_eval import as_encoder
+
+    model = tmp_path / "st"
+    shutil.copytree(st_dir / "st", model)
+    modules = json.loads((model / "modules.json").read_text())
+    modules[0]["type"] = "os.system"
+    (model / "modules.json").write_text(json.dumps(modules))
+    with pytest.raises(ValueError, match=r"modules.json names the module type 'os.system'"):
+        as_encoder(str(model))
+    tree = write_senteval_tree(tmp_path / "sts")
+    proc = run_cli([bin_path("clear-eval-sts"), "--sts-dir", tree, "--model", model,
+                    "--output", tmp_path / "o.json"], check=False)
+    assert proc.returncode != 0 and "only sentence_transformers.* modules" in proc.stdout
+    assert not (tmp_path / "o.json").exists()

@@ -115,7 +115,8 @@ def _directory_encoder(path, label, batch_size):
     if os.path.isfile(os.path.join(path, "modules.json")):
         from sentence_transformers import SentenceTransformer
 
-        st = SentenceTransformer(path, device="cpu")
+        _check_modules(path)
+        st = SentenceTransformer(path, device="cpu", trust_remote_code=False)
         return as_encoder(st, label or "st", batch_size)
     if os.path.isfile(os.path.join(path, "config.json")):
         return _hf_mean_encoder(path, label or "mean", batch_size)
@@ -123,11 +124,31 @@ def _directory_encoder(path, label, batch_size):
                             "(Hugging Face)")
 
 
+def _check_modules(path):
+    """modules.json names the classes sentence-transformers imports; only its own are taken
+    (before version 6 it imported any class a local directory named)."""
+    import json
+
+    file = os.path.join(path, "modules.json")
+    try:
+        with open(file, encoding="utf-8") as f:
+            modules = json.load(f)
+    except (OSError, ValueError) as e:
+        raise ValueError(f"--model '{path}': cannot read {file}: {e}") from None
+    if not isinstance(modules, list):
+        raise ValueError(f"--model '{path}': {file} is not a list of modules")
+    for m in modules:
+        kind = m.get("type") if isinstance(m, dict) else None
+        if not isinstance(kind, str) or not kind.startswith("sentence_transformers."):
+            raise ValueError(f"--model '{path}': {file} names the module type {kind!r}; only "
+                             "sentence_transformers.* modules are loaded (a class named by a file is code)")
+
+
 def _hf_mean_encoder(path, label, batch_size):
     from transformers import AutoModel, AutoTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(path)
-    model = AutoModel.from_pretrained(path).eval()
+    tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=False)
+    model = AutoModel.from_pretrained(path, trust_remote_code=False).eval()
 
     def encode(sentences):
         out = []
