@@ -249,6 +249,30 @@ def test_unwritable_output_fails_at_once_naming_it(tmp_path):
             prepare([str(raw)], str(locked))
 
 
+def test_never_deletes_a_data_bin_or_temporary_look_alike_it_did_not_write(tmp_path):
+    """OUT_DIR may be the user's directory: a data-bin without our tokenizer record, and a
+    '.x.tmp-<dead pid>' entry that is not one of our names, are left alone."""
+    raw = tmp_path / "t.txt"
+    raw.write_text("A sentence.\n")
+    out = tmp_path / "out"
+    (out / "data-bin").mkdir(parents=True)
+    (out / "data-bin" / "mine.txt").write_text("the user's")
+    theirs = out / ".notes.tmp-999999999"
+    theirs.write_text("the user's")
+    with pytest.raises(PrepareError, match=r"data-bin' exists and was not written by clear-prepare"):
+        prepare([str(raw)], str(out))
+    assert (out / "data-bin" / "mine.txt").read_text() == "the user's"
+    assert theirs.read_text() == "the user's"
+    ours = out / ".data-bin.tmp-999999999"  # a crashed run's own leftover goes
+    ours.mkdir()
+    (out / "data-bin" / "mine.txt").unlink()
+    (out / "data-bin").rmdir()
+    (out / "data-bin").write_text("a file")
+    with pytest.raises(PrepareError, match="not written by clear-prepare"):
+        prepare([str(raw)], str(out))
+    assert not ours.exists() and theirs.exists()
+
+
 def test_inputs_without_any_sentence_fail_naming_them(tmp_path):
     (tmp_path / "empty.txt").write_bytes(b"")
     (tmp_path / "blank.txt").write_bytes(b"\n \n\t\n")

@@ -85,11 +85,15 @@ def write_json(path: str, obj):
         f.write("\n")
 
 
-def remove_stale_tmp(directory: str):
-    """Remove temporary files left by a crashed run (their owner process is gone)."""
+def remove_stale_tmp(directory: str, names=None):
+    """Remove temporary files left by a crashed run (their owner process is gone); with
+    ``names``, only those of these files (``.NAME.tmp-PID``): a directory we share with the
+    user may hold look-alikes that are not ours."""
     if not os.path.isdir(directory):
         return
     for name in os.listdir(directory):
+        if names is not None and not any(name.startswith(f".{n}.tmp-") for n in names):
+            continue
         if name.startswith(".") and ".tmp-" in name:
             pid = name.rsplit(".tmp-", 1)[-1].split(".")[0]  # ".spm.tmp-123.model"
             if pid.isdigit() and not _pid_alive(int(pid)):

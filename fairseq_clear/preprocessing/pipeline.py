@@ -222,10 +222,17 @@ class Pipeline:
         self.work = os.path.join(self.out_dir, "work")
         os.makedirs(self.work, exist_ok=True)
         remove_stale_tmp(self.work)
-        remove_stale_tmp(self.out_dir)
+        remove_stale_tmp(self.out_dir, names=("summary.json", "data-bin", "data-bin.old"))
         self.markers = StepMarkers(os.path.join(self.work, "steps"))
         self.workers = self.opts["workers"] or os.cpu_count() or 1
         self.data_bin = os.path.join(self.out_dir, "data-bin")
+        # a rerun replaces the data-bin it wrote (it carries our tokenizer record); anything
+        # else there is the user's, and is never deleted
+        if os.path.lexists(self.data_bin) and not (
+                os.path.isdir(self.data_bin) and not os.path.islink(self.data_bin)
+                and os.path.isfile(os.path.join(self.data_bin, vocabulary.RECORD))):
+            raise PrepareError(f"OUT_DIR: '{self.data_bin}' exists and was not written by clear-prepare "
+                               f"(no {vocabulary.RECORD} in it); move it away or choose another OUT_DIR")
 
         formats = {}
         for files in self.files.values():
