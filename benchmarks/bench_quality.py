@@ -112,7 +112,11 @@ def train_command(cfg, name, kind, extra, mult, seed, save_dir, max_update, tota
     ]
     if stop_hours is not None:
         args += ["--stop-time-hours", f"{stop_hours:.6f}"]
-    if eval_every:  # fairseq's interval checkpoints (checkpoint_E_U.pt), scored and removed afterwards
+    if eval_every:
+        # fairseq's interval checkpoints (checkpoint_E_U.pt), scored and removed afterwards; an
+        # interval that ends an epoch is saved only as the epoch's checkpoint (checkpointE.pt),
+        # so those are kept too (DeCLUTR's epochs are short)
+        args.remove("--no-epoch-checkpoints")
         args += ["--save-interval-updates", eval_every, "--keep-interval-updates", -1]
     return args
 
@@ -164,6 +168,23 @@ def curves(timed):
     return {k: [r.get(k) for r in timed["records"]] for k in keys if any(k in r for r in timed["records"])}
 
 
+def intermediate_checkpoints(save_dir, every):
+    """(updates, path) of the checkpoints this run saved at multiples of ``every`` updates."""
+    if not every:
+        return []
+    sys.path.insert(0, str(common.REPO))
+    from fairseq_clear.checkpoint_safety import safe_load
+
+    found = {}
+    for p in save_dir.glob("checkpoint*.pt"):
+        if p.name in ("checkpoint_last.pt", "checkpoint_best.pt"):
+            continue
+        updates = safe_load(str(p))["optimizer_history"][-1]["num_updates"]
+        if updates % every == 0:
+            found.setdefault(updates, p)
+    return sorted(found.items())
+
+
 def run_variant(cfg, name, spec, seed, glue_bin, max_update, tag="", total=None, stop_hours=None,
                 do_glue=True):
     kind, extra, mult = spec
@@ -183,14 +204,15 @@ def run_variant(cfg, name, spec, seed, glue_bin, max_update, tag="", total=None,
     data_bin = cfg["data"]["sentences_bin"]
     sts = eval_sts(cfg, ckpt, data_bin, save_dir / "sts.json", save_dir / "sts.log")
     sts_curve = []
-    for mid in sorted(save_dir.glob("checkpoint_*_*.pt"), key=lambda p: int(p.stem.rsplit("_", 1)[1])):
-        step = int(mid.stem.rsplit("_", 1)[1])
+    for step, mid in intermediate_checkpoints(save_dir, eval_every):
         if step < len(timed["records"]):  # the last one equals checkpoint_last.pt, scored above
             got = eval_sts(cfg, mid, data_bin, save_dir / f"sts_{step}.json", save_dir / f"sts_{step}.log",
                            senteval=False)
             sts_curve.append({"updates": step, **{p: got[p]["avg"] for p in got}})
-        if not cfg.get("keep_checkpoints"):
-            mid.unlink()
+    if not cfg.get("keep_checkpoints"):
+        for p in save_dir.glob("checkpoint*.pt"):
+            if p.name != "checkpoint_last.pt":
+                p.unlink()
     if eval_every:
         sts_curve.append({"updates": len(timed["records"]), **{p: sts[p]["avg"] for p in sts}})
     glue = {}

@@ -393,6 +393,21 @@ def choices_section(c):
                     "embeddings, `complete` blocks of 512 tokens in the paper recipe.", ""]
 
 
+def merged_horizon():
+    """quality_horizon.json, with the runs of later quality_horizon_*.json files (a variant
+    re-run on its own) replacing the same variant and seed; every command is listed."""
+    h = load("quality_horizon.json")
+    if h is None:
+        return None
+    for extra in sorted(R.glob("quality_horizon_*.json")):
+        e = common.read_json(extra)
+        again = {(r["variant"], r["seed"]) for r in e["runs"]}
+        h["runs"] = [r for r in h["runs"] if (r["variant"], r["seed"]) not in again] + e["runs"]
+        h["table"] = {**h["table"], **e["table"]}
+        h.setdefault("more_commands", []).append(e["command"])
+    return h
+
+
 def horizon_section(h, q):
     """Where each curve goes: 10x the updates of section 3, STS scored along the way (quality_horizon.json)."""
     lines = ["## 3c. A longer horizon: 10x the updates", ""]
@@ -402,7 +417,8 @@ def horizon_section(h, q):
     s, t = h["settings"], h["table"]
     short = {r["variant"]: r for r in (q or {}).get("runs", []) if r["seed"] in s["seeds"] and r["tag"] == "equal-updates"}
     lines += [
-        f"`{h['command']}`: the model, data and optimiser of section 3, {s['updates']} updates "
+        f"`{h['command']}`" + "".join(f" and `{c}` (replacing that variant's run)" for c in h.get("more_commands", []))
+        + f": the model, data and optimiser of section 3, {s['updates']} updates "
         f"({f(100 * s['warmup_share'], 0)}% warm-up, linear decay over all {s['updates']}), seed(s) {s['seeds']}, "
         f"STS scored every {s['eval_every']} updates from fairseq's interval checkpoints (SimCSE protocol; "
         "the last point under both protocols). One seed: section 3's seed spread (about ±1–3 points) is the "
@@ -455,7 +471,7 @@ def main():
     lines += quality_section(q)
     lines += collapse_section(load("cls_collapse.json"), q)
     lines += choices_section(load("quality_issue13.json"))
-    lines += horizon_section(load("quality_horizon.json"), q)
+    lines += horizon_section(merged_horizon(), q)
     lines += scaling_section(sc)
     lines += others_section(pre, emb)
     # benchmarks run outside `make bench` (long, GPU or one-off measurements): hand-written

@@ -106,6 +106,9 @@ def test_report_and_plots_from_results(monkeypatch, tmp_path):
                "table": {"DeCLUTR": {"sts_cls_senteval": spread, "sts_mean_senteval": spread, "train_seconds": spread}},
                "runs": [{"variant": "DeCLUTR", "seed": 1, "tag": "equal-updates", "sts_curve": curve}]}
     (tmp_path / "quality_horizon.json").write_text(json.dumps(horizon))
+    rerun = {"command": "h2", "table": {"SimCSE-unsup": {"train_seconds": spread}},
+             "runs": [{"variant": "SimCSE-unsup", "seed": 1, "tag": "equal-updates", "sts_curve": curve}]}
+    (tmp_path / "quality_horizon_simcse.json").write_text(json.dumps(rerun))
     plots = bench_module("plots", monkeypatch, tmp_path)
     plots.main()
     assert (tmp_path / "speed_ratio.png").stat().st_size > 0
@@ -117,6 +120,7 @@ def test_report_and_plots_from_results(monkeypatch, tmp_path):
     text = out.read_text()
     assert "clear del-word" in text and "| 2.000 |" in text and "Not run." in text
     assert "| DeCLUTR | — | 30.0 / 41.2 | 31.0 / 47.8 | 47.8 / 47.8 | 48 |" in text
+    assert "| SimCSE-unsup | — | 30.0 / 41.2 | 31.0 / 47.8 | — | 48 |" in text and "`h2` (replacing" in text
 
 
 def test_gradcache_benchmark_runs_in_a_small_form(tmp_path):
@@ -166,5 +170,14 @@ def test_quality_longer_horizon_scores_fairseq_interval_checkpoints(monkeypatch,
                                                   eval_every=10)]
     i = args.index("--save-interval-updates")
     assert args[i + 1] == "10" and args[args.index("--keep-interval-updates") + 1] == "-1"
-    assert "--save-interval-updates" not in [str(a) for a in quality.train_command(
-        cfg, "MLM only", "mlm", ["--mlm-only"], 1, 1, tmp_path, 20)]
+    # an interval that ends an epoch is saved only as the epoch's checkpoint
+    assert "--no-epoch-checkpoints" not in args
+    plain = [str(a) for a in quality.train_command(cfg, "MLM only", "mlm", ["--mlm-only"], 1, 1, tmp_path, 20)]
+    assert "--save-interval-updates" not in plain and "--no-epoch-checkpoints" in plain
+    import torch
+
+    for name, updates in (("checkpoint_3_10.pt", 10), ("checkpoint2.pt", 20), ("checkpoint1.pt", 7),
+                          ("checkpoint_last.pt", 20)):
+        torch.save({"optimizer_history": [{"num_updates": updates}], "cfg": None}, tmp_path / name)
+    assert [(u, p.name) for u, p in quality.intermediate_checkpoints(tmp_path, 10)] == [
+        (10, "checkpoint_3_10.pt"), (20, "checkpoint2.pt")]
