@@ -18,6 +18,9 @@ positions from padding_idx + 1), RoBERTa's already start there; [CLS], [PAD],
 [SEP], [UNK], [MASK] become <s>, <pad>, </s>, <unk>, <mask>; layer norm epsilon
 and activation come from config.json. BERT's pooler has no fairseq counterpart
 and is left out (logged); a checkpoint without an LM head gets a fresh one (logged).
+What would not convert exactly is refused before any weight is converted: an untied LM
+head, a causal or cross-attention config, and in a sentence-transformers directory any
+module beyond Transformer -> Pooling (cls or mean) -> Normalize.
 
 Nothing in the directory is executed: config.json is JSON, weights are
 safetensors or a weights-only torch pickle, tokenizers are data files.
@@ -57,26 +60,49 @@ def _read_json(path):
         raise ImportHfError(f"cannot read '{path}': {e}") from None
 
 
+def _number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
 def read_config(model_dir: str) -> dict:
     path = os.path.join(model_dir, "config.json")
     if not os.path.isfile(path):
         raise ImportHfError(f"'{model_dir}' has no config.json: pass a Hugging Face model directory")
     cfg = _read_json(path)
+    if not isinstance(cfg, dict):
+        raise ImportHfError(f"{path}: must be a JSON object of model options, got a {type(cfg).__name__}")
     model_type = cfg.get("model_type")
-    if model_type not in SUPPORTED_MODEL_TYPES:
+    if not isinstance(model_type, str) or model_type not in SUPPORTED_MODEL_TYPES:
         raise ImportHfError(
             f"{path}: model_type '{model_type}' is not supported; supported: "
             f"{', '.join(SUPPORTED_MODEL_TYPES)} (BERT, MiniLM, bge, SBERT; RoBERTa, DistilRoBERTa; XLM-R)"
         )
+    # fairseq's encoder is bidirectional self-attention only: a causal decoder or cross-attention
+    # (extra weights, another attention mask) would be imported as something it is not
+    for key in ("is_decoder", "add_cross_attention"):
+        if cfg.get(key, False) not in (False, None):
+            raise ImportHfError(f"{path}: '{key}' is {cfg[key]!r}; only a bidirectional encoder "
+                                f"(no causal or cross-attention) has a fairseq RoBERTa counterpart")
     if cfg.get("position_embedding_type", "absolute") != "absolute":
         raise ImportHfError(f"{path}: position_embedding_type '{cfg['position_embedding_type']}' "
                             "has no fairseq counterpart (only 'absolute')")
-    if cfg.get("hidden_act", "gelu") not in ACTIVATIONS:
-        raise ImportHfError(f"{path}: hidden_act '{cfg.get('hidden_act')}' is not one of {', '.join(ACTIVATIONS)}")
+    act = cfg.get("hidden_act", "gelu")
+    if not isinstance(act, str) or act not in ACTIVATIONS:
+        raise ImportHfError(f"{path}: hidden_act '{act}' is not one of {', '.join(ACTIVATIONS)}")
     for key in ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
                 "max_position_embeddings", "vocab_size"):
-        if not isinstance(cfg.get(key), int) or cfg[key] <= 0:
+        if not isinstance(cfg.get(key), int) or isinstance(cfg[key], bool) or cfg[key] <= 0:
             raise ImportHfError(f"{path}: '{key}' must be a positive integer, got {cfg.get(key)!r}")
+    if "type_vocab_size" in cfg and (not isinstance(cfg["type_vocab_size"], int)
+                                     or isinstance(cfg["type_vocab_size"], bool) or cfg["type_vocab_size"] < 0):
+        raise ImportHfError(f"{path}: 'type_vocab_size' must be a non-negative integer, got {cfg['type_vocab_size']!r}")
+    if "layer_norm_eps" in cfg and not (_number(cfg["layer_norm_eps"]) and 0 < cfg["layer_norm_eps"] < 1):
+        raise ImportHfError(f"{path}: 'layer_norm_eps' must be a number in (0, 1), got {cfg['layer_norm_eps']!r}")
+    for key in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
+        if key in cfg and not (_number(cfg[key]) and 0 <= cfg[key] < 1):
+            raise ImportHfError(f"{path}: '{key}' must be a probability in [0, 1), got {cfg[key]!r}")
+    if "tie_word_embeddings" in cfg and not isinstance(cfg["tie_word_embeddings"], bool):
+        raise ImportHfError(f"{path}: 'tie_word_embeddings' must be true or false, got {cfg['tie_word_embeddings']!r}")
     return cfg
 
 
@@ -237,6 +263,24 @@ def _get(state, key, where):
     return state[key]
 
 
+def check_lm_head(enc, head, cfg, where):
+    """Refuse an LM head whose output projection is not the word embeddings: fairseq RoBERTa's
+    head shares the input embedding, so an untied decoder would be silently replaced by it."""
+    if cfg.get("tie_word_embeddings", True):
+        return  # transformers ties them on load; a stored decoder copy is ignored there too
+    prefix = "cls.predictions." if cfg["model_type"] == "bert" else "lm_head."
+    decoder = head.get(prefix + "decoder.weight")
+    word = enc.get("embeddings.word_embeddings.weight")
+    if decoder is None or word is None:
+        return  # no head (a fresh one is made) or no embeddings (convert_state names the key)
+    if decoder.shape != word.shape or not torch.equal(decoder.float(), word.float()):
+        raise ImportHfError(
+            f"{where}/config.json: 'tie_word_embeddings' is false and the weights' '{prefix}decoder.weight' "
+            "differs from the word embeddings; fairseq RoBERTa's LM head shares the input embedding, "
+            "so this untied head cannot be imported (drop the LM head weights to get a fresh, tied one)"
+        )
+
+
 def convert_state(enc, head, cfg, rows, where) -> Tuple[Dict[str, torch.Tensor], bool]:
     """fairseq RoBERTa state dict from Hugging Face encoder (and LM-head) weights."""
     model_type = cfg["model_type"]
@@ -253,6 +297,10 @@ def convert_state(enc, head, cfg, rows, where) -> Tuple[Dict[str, torch.Tensor],
     pos = g("embeddings.position_embeddings.weight")
     types = enc.get("embeddings.token_type_embeddings.weight")
     type0 = types[0].float() if types is not None else torch.zeros(H)
+    if types is not None and types.size(0) > 1:
+        # fairseq has no token types: right for single-segment input, which is all fairseq feeds
+        logger.info("import: token-type embedding rows 1..%d are dropped (only type 0 is folded into "
+                    "the positions); inputs are single-segment", types.size(0) - 1)
     if model_type == "bert":
         # fairseq positions start at padding_idx + 1 = 2
         pos = torch.cat([torch.zeros(2, H), pos], 0)
@@ -303,16 +351,71 @@ def convert_state(enc, head, cfg, rows, where) -> Tuple[Dict[str, torch.Tensor],
     return sd, has_head
 
 
+#: sentence-transformers module classes that have a counterpart here (Normalize: embed(normalize=True));
+#: modules.json names them sentence_transformers.models.X (< 6) or by their defining module (>= 6)
+ST_MODULES = ("Transformer", "Pooling", "Normalize")
+#: sentence-transformers' older 1_Pooling/config.json flags -> its mode names (cls and mean are ours too)
+ST_LEGACY_POOLING = {"pooling_mode_cls_token": "cls", "pooling_mode_max_tokens": "max",
+                     "pooling_mode_mean_tokens": "mean", "pooling_mode_mean_sqrt_len_tokens": "mean_sqrt_len_tokens",
+                     "pooling_mode_weightedmean_tokens": "weightedmean", "pooling_mode_lasttoken": "lasttoken"}
+
+
+def _st_modules(model_dir: str) -> List[dict]:
+    """modules.json's entries, refusing any module the import would otherwise leave out silently."""
+    path = os.path.join(model_dir, "modules.json")
+    if not os.path.isfile(path):
+        return []
+    modules = _read_json(path)
+    if not isinstance(modules, list) or not all(
+            isinstance(m, dict) and isinstance(m.get("type"), str) and isinstance(m.get("path", ""), str)
+            for m in modules):
+        raise ImportHfError(f"{path}: must be a list of modules, each with a 'type' and a 'path'")
+    for m in modules:
+        if not m["type"].startswith("sentence_transformers.") or m["type"].rsplit(".", 1)[1] not in ST_MODULES:
+            # e.g. LaBSE's 2_Dense: its projection is part of the sentence embedding and has no counterpart
+            raise ImportHfError(f"{path}: module '{m.get('path') or m.get('name')}' of type '{m['type']}' has "
+                                f"no fairseq counterpart (only {', '.join(ST_MODULES)})")
+    types = [m["type"].rsplit(".", 1)[1] for m in modules]
+    if types not in (["Transformer"], ["Transformer", "Pooling"], ["Transformer", "Pooling", "Normalize"]):
+        raise ImportHfError(f"{path}: modules {' -> '.join(types)} are not Transformer -> Pooling (-> Normalize)")
+    if modules[0].get("path", "") not in ("", "."):
+        raise ImportHfError(f"{path}: the Transformer lives in '{modules[0]['path']}', not in '{model_dir}' "
+                            "itself: import that directory")
+    return modules
+
+
 def sentence_pooling(model_dir: str) -> str:
-    """mean or cls from a sentence-transformers 1_Pooling/config.json; mean otherwise is not assumed."""
-    path = os.path.join(model_dir, "1_Pooling", "config.json")
-    if os.path.isfile(path):
-        cfg = _read_json(path)
-        if cfg.get("pooling_mode_cls_token"):
-            return "cls"
-        if cfg.get("pooling_mode_mean_tokens"):
-            return "mean"
-    return "cls"
+    """cls or mean from a sentence-transformers Pooling config (1_Pooling/config.json); cls without one.
+
+    Any other mode (max, mean_sqrt_len_tokens, weightedmean, lasttoken, several at once) is refused:
+    the imported model would embed differently from the sentence-transformers model."""
+    modules = _st_modules(model_dir)
+    pooling_dir = modules[1].get("path", "") if len(modules) > 1 else "1_Pooling"
+    if os.path.isabs(pooling_dir) or ".." in pooling_dir.replace("\\", "/").split("/"):
+        raise ImportHfError(f"{os.path.join(model_dir, 'modules.json')}: pooling path '{pooling_dir}' "
+                            "is outside the model directory")
+    path = os.path.join(model_dir, pooling_dir, "config.json")
+    if len(modules) > 2:
+        # unit length: the hub's embed(normalize=True) / clear-embed --normalize; cosine is unaffected
+        logger.info("import: %s normalises sentence embeddings; pass --normalize to clear-embed "
+                    "(embed(normalize=True)) for the same vectors", os.path.join(model_dir, "modules.json"))
+    if not os.path.isfile(path):
+        if len(modules) > 1:
+            raise ImportHfError(f"{os.path.join(model_dir, 'modules.json')}: the Pooling module's {path} does not exist")
+        return "cls"
+    cfg = _read_json(path)
+    if not isinstance(cfg, dict):
+        raise ImportHfError(f"{path}: must be a JSON object of pooling options")
+    if "pooling_mode" in cfg:  # sentence-transformers >= 6: one mode name or a list of them
+        names = cfg["pooling_mode"] if isinstance(cfg["pooling_mode"], list) else [cfg["pooling_mode"]]
+        modes = [(f"pooling_mode {n!r}", n if isinstance(n, str) else None) for n in names]
+    else:  # the older pooling_mode_* flags
+        modes = [(k, ST_LEGACY_POOLING.get(k, k)) for k, v in cfg.items()
+                 if k.startswith("pooling_mode_") and v not in (False, None)]
+    if len(modes) != 1 or modes[0][1] not in ("cls", "mean"):
+        raise ImportHfError(f"{path}: pooling mode {' + '.join(m for m, _ in modes) or 'none'} is not supported; "
+                            "only exactly one of cls (pooling_mode_cls_token) or mean (pooling_mode_mean_tokens)")
+    return modes[0][1]
 
 
 def model_options(cfg, pooling) -> Dict[str, object]:
@@ -325,7 +428,8 @@ def model_options(cfg, pooling) -> Dict[str, object]:
         "encoder_attention_heads": cfg["num_attention_heads"],
         "max_positions": max_positions,
         "activation_fn": ACTIVATIONS[cfg.get("hidden_act", "gelu")],
-        "layernorm_eps": float(cfg.get("layer_norm_eps", 1e-12 if cfg["model_type"] == "bert" else 1e-5)),
+        # transformers' BertConfig, RobertaConfig and XLMRobertaConfig all default to 1e-12
+        "layernorm_eps": float(cfg.get("layer_norm_eps", 1e-12)),
         "dropout": float(cfg.get("hidden_dropout_prob", 0.1)),
         "attention_dropout": float(cfg.get("attention_probs_dropout_prob", 0.1)),
         "sentence_pooling": pooling,
@@ -367,11 +471,13 @@ def import_hf(model_dir: str, out_dir: str, overwrite: bool = False, tolerance: 
     if not os.path.isdir(model_dir):
         raise ImportHfError(f"model directory '{model_dir}' does not exist")
     cfg = read_config(model_dir)
+    pooling = sentence_pooling(model_dir)  # refuses what sentence-transformers adds beyond the encoder
     rows, symbols = vocabulary_layout(model_dir, cfg["model_type"])
     enc, head = _strip(read_weights(model_dir), cfg["model_type"])
     where = model_dir
+    check_lm_head(enc, head, cfg, where)
     state, has_head = convert_state(enc, head, cfg, rows, where)
-    options = model_options(cfg, sentence_pooling(model_dir))
+    options = model_options(cfg, pooling)
     with staged_output(out_dir, overwrite=overwrite) as staging:
         with open(os.path.join(staging, "dict.txt"), "w", encoding="utf-8") as f:
             f.writelines(f"{s} 1\n" for s in symbols)
