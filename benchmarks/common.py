@@ -155,6 +155,22 @@ def write_json(path, data):
     path.write_text(json.dumps(data, indent=2) + "\n")
 
 
+def load_horizon():
+    """quality_horizon.json, with the runs of later quality_horizon_*.json files (a variant
+    re-run on its own) replacing the same variant and seed; every command is listed."""
+    path = RESULTS / "quality_horizon.json"
+    if not path.is_file():
+        return None
+    h = read_json(path)
+    for extra in sorted(RESULTS.glob("quality_horizon_*.json")):
+        e = read_json(extra)
+        again = {(r["variant"], r["seed"]) for r in e["runs"]}
+        h["runs"] = [r for r in h["runs"] if (r["variant"], r["seed"]) not in again] + e["runs"]
+        h["table"] = {**h["table"], **e["table"]}
+        h.setdefault("more_commands", []).append(e["command"])
+    return h
+
+
 def read_json(path):
     return json.loads(Path(path).read_text())
 

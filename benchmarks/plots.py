@@ -197,8 +197,9 @@ def main():
         q = common.read_json(out_dir / "quality.json")
         if q.get("runs"):
             written += plot_curves(q, out_dir) + plot_sts(q, out_dir) + plot_glue(q, out_dir)
-    if (out_dir / "quality_horizon.json").is_file():
-        written += plot_horizon(common.read_json(out_dir / "quality_horizon.json"), out_dir)
+    horizon = common.load_horizon()
+    if horizon is not None:
+        written += plot_horizon(horizon, out_dir)
     if (out_dir / "train_speed.json").is_file():
         written += plot_speed(common.read_json(out_dir / "train_speed.json"), out_dir)
     for p in written:

@@ -393,21 +393,6 @@ def choices_section(c):
                     "embeddings, `complete` blocks of 512 tokens in the paper recipe.", ""]
 
 
-def merged_horizon():
-    """quality_horizon.json, with the runs of later quality_horizon_*.json files (a variant
-    re-run on its own) replacing the same variant and seed; every command is listed."""
-    h = load("quality_horizon.json")
-    if h is None:
-        return None
-    for extra in sorted(R.glob("quality_horizon_*.json")):
-        e = common.read_json(extra)
-        again = {(r["variant"], r["seed"]) for r in e["runs"]}
-        h["runs"] = [r for r in h["runs"] if (r["variant"], r["seed"]) not in again] + e["runs"]
-        h["table"] = {**h["table"], **e["table"]}
-        h.setdefault("more_commands", []).append(e["command"])
-    return h
-
-
 def horizon_section(h, q):
     """Where each curve goes: 10x the updates of section 3, STS scored along the way (quality_horizon.json)."""
     lines = ["## 3c. A longer horizon: 10x the updates", ""]
@@ -415,6 +400,7 @@ def horizon_section(h, q):
         return lines + ["Not run (`python benchmarks/bench_quality.py --updates 2000 --eval-every 400 --variants "
                         "... --seeds 1 --senteval --out benchmarks/results/quality_horizon.json`).", ""]
     s, t = h["settings"], h["table"]
+    steps = sorted({p["updates"] for r in h["runs"] for p in r["sts_curve"]})
     short = {r["variant"]: r for r in (q or {}).get("runs", []) if r["seed"] in s["seeds"] and r["tag"] == "equal-updates"}
     lines += [
         f"`{h['command']}`" + "".join(f" and `{c}` (replacing that variant's run)" for c in h.get("more_commands", []))
@@ -426,19 +412,34 @@ def horizon_section(h, q):
         "200-update schedule.",
         "",
         "| variant | 200 updates (section 3), [CLS] / mean | " + " | ".join(
-            f"{p['updates']}, [CLS] / mean" for p in next(iter(h["runs"]))["sts_curve"]) +
-        " | SentEval protocol at the end, [CLS] / mean | train s |",
-        "|" + "---|" * (4 + len(next(iter(h["runs"]))["sts_curve"])),
+            f"{u}, [CLS] / mean" for u in steps) + " | SentEval protocol at the end, [CLS] / mean | train s |",
+        "|" + "---|" * (4 + len(steps)),
     ]
     for r in h["runs"]:
         row = t[r["variant"]]
         s3 = short.get(r["variant"])
         first = f"{f(s3['sts']['cls']['avg'])} / {f(s3['sts']['mean']['avg'])}" if s3 else "—"
-        cells = [f"{f(p['cls'])} / {f(p['mean'])}" for p in r["sts_curve"]]
+        at = {p["updates"]: p for p in r["sts_curve"]}
+        cells = [f"{f(at[u]['cls'])} / {f(at[u]['mean'])}" if u in at else "—" for u in steps]
         se = (f"{f(row['sts_cls_senteval']['mean'])} / {f(row['sts_mean_senteval']['mean'])}"
               if row.get("sts_cls_senteval") else "—")
         lines.append(f"| {r['variant']} | {first} | " + " | ".join(cells) +
                      f" | {se} | {f(row['train_seconds']['mean'], 0)} |")
+    lines += ["", "From the first to the last scored point (SimCSE protocol):", ""]
+    for r in h["runs"]:
+        c = r["sts_curve"]
+        if len(c) > 1:
+            a, b = c[0], c[-1]
+            lines.append(f"* {r['variant']}: mean {f(a['mean'])} → {f(b['mean'])} ({f(b['mean'] - a['mean'], 1, True)}), "
+                         f"[CLS] {f(a['cls'])} → {f(b['cls'])} ({f(b['cls'] - a['cls'], 1, True)}) from update "
+                         f"{a['updates']} to {b['updates']}")
+    runs = {r["variant"]: r for r in h["runs"]}
+    cls_run, mean_run = runs.get("MLM+del-span+reorder [CLS]-trained"), runs.get("MLM+del-span+reorder")
+    if cls_run and mean_run and cls_run["sts_curve"] and mean_run["sts_curve"]:
+        x, y = cls_run["sts_curve"][-1]["cls"], mean_run["sts_curve"][-1]["cls"]
+        lines.append(f"* Does the paper's [CLS] pooling catch up? The [CLS]-trained model's [CLS] vector ends at "
+                     f"{f(x)}, the mean-trained model's [CLS] vector at {f(y)} and its mean vector at "
+                     f"{f(mean_run['sts_curve'][-1]['mean'])}: " + ("yes" if x >= y else "not within these updates"))
     lines += ["", "![STS along the longer horizon](benchmarks/results/horizon.png)", ""]
     notes = h.get("notes") or []
     if notes:
@@ -471,7 +472,7 @@ def main():
     lines += quality_section(q)
     lines += collapse_section(load("cls_collapse.json"), q)
     lines += choices_section(load("quality_issue13.json"))
-    lines += horizon_section(merged_horizon(), q)
+    lines += horizon_section(common.load_horizon(), q)
     lines += scaling_section(sc)
     lines += others_section(pre, emb)
     # benchmarks run outside `make bench` (long, GPU or one-off measurements): hand-written
