@@ -216,18 +216,14 @@ def check_args(args):
         fail("--output is required without --checkpoint")
     if args.batch_size < 1:
         fail(f"--batch-size must be >= 1, got {args.batch_size}")
-    poolings = [p.strip() for p in args.poolings.split(",") if p.strip()]
-    if not poolings:
-        fail(f"--poolings is empty; give one or more of {', '.join(POOLING_CHOICES)}, comma-separated")
-    unknown = [p for p in poolings if p not in POOLING_CHOICES]
-    if unknown:
-        fail(f"--poolings: unknown pooling(s) {', '.join(unknown)}; known: {', '.join(POOLING_CHOICES)}")
-    tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
-    if not tasks:
-        fail(f"--tasks is empty; give one or more of {', '.join(ALL_TASKS)}, comma-separated")
-    unknown = [t for t in tasks if t not in ALL_TASKS]
-    if unknown:
-        fail(f"--tasks: unknown task(s) {', '.join(unknown)}; known: {', '.join(ALL_TASKS)}")
+    for option, value, known, noun in (("--poolings", args.poolings, POOLING_CHOICES, "pooling(s)"),
+                                       ("--tasks", args.tasks, ALL_TASKS, "task(s)")):
+        names = [n.strip() for n in value.split(",") if n.strip()]
+        if not names:
+            fail(f"{option} is empty; give one or more of {', '.join(known)}, comma-separated")
+        unknown = [n for n in names if n not in known]
+        if unknown:
+            fail(f"{option}: unknown {noun} {', '.join(unknown)}; known: {', '.join(known)}")
     if args.output:
         option, output = "--output", args.output
     elif os.path.isfile(args.checkpoint):  # a missing checkpoint is load_hub's error to report
