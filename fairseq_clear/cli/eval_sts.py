@@ -253,20 +253,11 @@ def check_json_output(path, option, checkpoint=None):
 
 def write_json(path, data):
     """Write ``data`` as JSON to ``path`` atomically: a temporary sibling, then one rename."""
-    from .embed import temp_sibling
+    from ..preprocessing.common import atomic_write
 
-    f, tmp = temp_sibling(path, "w", encoding="utf-8")
-    try:
-        with f:
-            json.dump(data, f, indent=2, allow_nan=False)
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    with atomic_write(path) as f:
+        json.dump(data, f, indent=2, allow_nan=False)
+        f.write("\n")
 
 
 def main(argv=None):
