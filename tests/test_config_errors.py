@@ -55,7 +55,8 @@ CASES = [
     ("hard-negative-weight-nan", ["--hard-negative-weight", "nan"], "--hard-negative-weight"),
     ("loss-form-unknown", ["--loss-form", "infonce"], "argument --loss-form: invalid choice"),
     ("fp16-on-cpu", ["--fp16"], "--fp16 needs a CUDA GPU"),
-    ("bf16-without-tpu", ["--bf16"], "--bf16 is fairseq's TPU mode"),
+    ("tpu-without-torch-xla", ["--tpu"], "--tpu needs torch_xla"),
+    ("bf16-and-tpu-without-torch-xla", ["--bf16", "--tpu"], "--tpu needs torch_xla"),
     ("gather-on-world-size-1", ["--gather-negatives", "on"],
      "--gather-negatives on needs distributed training, but the world size is 1"),
     # subs
@@ -100,7 +101,7 @@ CASES = [
 
 CLI_ROWS = {
     "unknown-augmentation", "del-word-rate-above-1", "temperature-inf", "cl-weight-nan", "fp16-on-cpu",
-    "loss-form-unknown", "gather-on-world-size-1", "subs-without-table",
+    "loss-form-unknown", "gather-on-world-size-1", "bf16-and-tpu-without-torch-xla", "subs-without-table",
     "declutr-min-above-max", "no-dict", "mask-whole-words", "declutr-augmentations", "dictionary-size-mismatch", "subs-table-empty", "mask-prob-1",
 }
 #: need fairseq's trainer (they fail while loading a checkpoint)

@@ -149,18 +149,17 @@ class ClearCriterion(FairseqCriterion):
             raise ValueError(f"--hard-negative-weight must be finite, got {cfg.hard_negative_weight}")
         # else fairseq fails later, deep inside (a CUDA assertion, or torch_xla missing);
         # "is True": a config built by hand holds the unresolved "${common...}" strings
-        fp16, bf16, amp, cpu = (getattr(cfg, k, False) is True for k in ("fp16", "bf16", "amp", "cpu"))
+        fp16, tpu, amp, cpu = (getattr(cfg, k, False) is True for k in ("fp16", "tpu", "amp", "cpu"))
         if (fp16 or amp) and (cpu or not torch.cuda.is_available()):
             flag = "--fp16" if fp16 else "--amp"
             raise ValueError(
                 f"{flag} needs a CUDA GPU: fairseq's mixed-precision optimizer and loss "
                 f"scaler are CUDA-only; on CPU train in fp32 (leave out {flag})"
             )
-        if bf16 and importlib.util.find_spec("torch_xla") is None:
-            raise ValueError(
-                "--bf16 is fairseq's TPU mode (it implies --tpu and needs torch_xla, which "
-                "is not installed); on a GPU use --fp16 or --amp, on CPU leave it out"
-            )
+        # --bf16 alone runs on the GPU or CPU (fairseq_fixes/bf16_without_tpu.py)
+        if tpu and importlib.util.find_spec("torch_xla") is None:
+            raise ValueError("--tpu needs torch_xla, which is not installed; leave out --tpu "
+                             "(--bf16 trains in bfloat16 on the GPU or CPU without it)")
         world_size = _runtime_world_size(cfg.world_size)
         if cfg.gather_negatives == "on" and world_size <= 1:
             raise ValueError(

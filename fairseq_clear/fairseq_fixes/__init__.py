@@ -21,6 +21,8 @@ FIXES = (
     "heartbeat_timeout",
     "prefetch_threads",
     "update_group",
+    "bf16_without_tpu",
+    "mixed_precision_resume",
 )
 
 

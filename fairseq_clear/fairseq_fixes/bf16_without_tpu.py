@@ -1,0 +1,63 @@
+"""``fairseq-train --bf16`` trains in bfloat16 on the GPU or CPU, as ``fairseq-hydra-train`` does.
+
+fairseq 0.12's command line makes ``--bf16`` imply ``--tpu`` (``options.parse_args_and_arch``),
+so without torch_xla every ``--bf16`` run fails importing it, although fairseq's trainer and
+FP16Optimizer support bfloat16 on CUDA and CPU (hydra configs reach them, since they never
+set ``tpu``). When torch_xla is not installed and ``--tpu`` was not on the command line, the
+implied ``--tpu`` is taken back before training starts; an explicit ``--tpu`` is left alone.
+"""
+
+import argparse
+import importlib.util
+import logging
+import sys
+
+from omegaconf import DictConfig
+
+from ._version import check_version
+
+logger = logging.getLogger(__name__)
+
+#: the fairseq release this fix was written and tested against
+WRITTEN_FOR = "0.12.3.1"
+
+
+def untie(cfg, argv=None) -> bool:
+    """Take back the ``tpu`` that ``--bf16`` implied; True when it did."""
+    common = cfg.common
+    argv = sys.argv if argv is None else argv
+    if not (common.bf16 and common.tpu) or "--tpu" in argv:
+        return False
+    if importlib.util.find_spec("torch_xla") is not None:
+        return False  # a TPU host: --bf16 keeps fairseq's meaning there
+    # the command line's namespace copied tpu into every section that interpolates it
+    for name in list(cfg.keys()):
+        section = cfg[name]
+        if isinstance(section, argparse.Namespace):
+            if getattr(section, "tpu", False):
+                section.tpu = False
+        elif isinstance(section, DictConfig) and section.get("tpu", False):
+            section.tpu = False
+    logger.info("--bf16 without torch_xla: bfloat16 on %s (fairseq-train's --bf16 implies --tpu)",
+                "the CPU" if common.cpu else "the GPU")
+    return True
+
+
+def patch_call_main():
+    from fairseq.distributed import utils as dist_utils
+
+    original = dist_utils.call_main
+    if getattr(original, "_clear_bf16", False):
+        return
+
+    def call_main(cfg, main, **kwargs):
+        untie(cfg)
+        return original(cfg, main, **kwargs)
+
+    call_main._clear_bf16 = True
+    dist_utils.call_main = call_main
+
+
+def apply():
+    check_version(__name__, WRITTEN_FOR)
+    patch_call_main()

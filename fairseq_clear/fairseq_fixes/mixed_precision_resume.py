@@ -1,0 +1,80 @@
+"""Resume with --fp16/--bf16 continues from the fp32 master weights, not from their rounding.
+
+fairseq's FP16Optimizer keeps fp32 master copies of the half/bf16 parameters, but its
+``state_dict`` holds only the inner optimizer's state and the loss scale: a resumed run
+rebuilds the masters from the rounded model weights (and restarts the loss scaler's
+growth window), so it drifts from the run it continues. The masters (one tensor per
+parameter, whether the buffer is flat or not) and the scaler's counters are saved with
+the optimizer state and restored when they fit; a checkpoint without them loads as before.
+"""
+
+import logging
+
+import torch
+
+from ._version import check_version
+
+logger = logging.getLogger(__name__)
+
+#: the fairseq release this fix was written and tested against
+WRITTEN_FOR = "0.12.3.1"
+
+MASTERS, SCALER = "fp32_master_params", "loss_scaler_counters"
+SCALER_FIELDS = ("_iter", "_last_overflow_iter", "_last_rescale_iter", "_overflows_since_rescale")
+
+
+def _masters(optimizer):
+    """The fp32 master weights as one tensor per fp16/bf16 parameter (views, not copies), or
+    None where fairseq splits them over several devices (pipeline parallelism)."""
+    params = list(optimizer.fp16_params)
+    if not optimizer.has_flat_params:
+        return list(optimizer.fp32_params)
+    if len(optimizer.fp32_params) != 1:
+        return None
+    flat = next(iter(optimizer.fp32_params.values())).data
+    pieces = torch.split(flat, [p.numel() for p in params])
+    return [piece.view_as(p) for piece, p in zip(pieces, params)]
+
+
+def patch_fp16_optimizer():
+    from fairseq.optim.fp16_optimizer import _FP16OptimizerMixin
+
+    if getattr(_FP16OptimizerMixin, "_clear_resume", False):
+        return
+    original_state, original_load = _FP16OptimizerMixin.state_dict, _FP16OptimizerMixin.load_state_dict
+
+    def state_dict(self):
+        state = original_state(self)
+        masters = _masters(self)
+        if masters is not None:
+            state[MASTERS] = [m.detach().clone() for m in masters]
+        if self.scaler is not None:
+            state[SCALER] = {k: getattr(self.scaler, k) for k in SCALER_FIELDS}
+        return state
+
+    def load_state_dict(self, state_dict, optimizer_overrides=None):
+        state_dict = dict(state_dict)
+        saved, counters = state_dict.pop(MASTERS, None), state_dict.pop(SCALER, None)
+        original_load(self, state_dict, optimizer_overrides)
+        if counters is not None and self.scaler is not None:
+            for k in SCALER_FIELDS:
+                setattr(self.scaler, k, int(counters[k]))
+        if saved is None:
+            return
+        masters = _masters(self)
+        if masters is None or [tuple(t.shape) for t in saved] != [tuple(m.shape) for m in masters]:
+            logger.warning("the checkpoint's fp32 master weights do not fit this model's parameters; "
+                           "they are rebuilt from the model's weights (fairseq's behaviour)")
+            return
+        with torch.no_grad():
+            for master, value in zip(masters, saved):
+                master.copy_(value)
+
+    _FP16OptimizerMixin.state_dict = state_dict
+    _FP16OptimizerMixin.load_state_dict = load_state_dict
+    _FP16OptimizerMixin._clear_resume = True
+
+
+def apply():
+    check_version(__name__, WRITTEN_FOR)
+    patch_fp16_optimizer()
