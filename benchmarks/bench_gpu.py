@@ -67,7 +67,10 @@ def train_args(data, shape, tokens, batch, updates, device, precision, work):
 def throughput(args, work, device):
     shape = SHAPES["small" if args.small else "base"]
     tasks = {
-        "masked_lm": ["--task", "masked_lm", "--criterion", "masked_lm", "--arch", "roberta"],
+        # --user-dir for the baseline too: fairseq's task and criterion, with the plugin's fairseq
+        # fixes (without them fairseq-train --bf16 means --tpu and fails importing torch_xla)
+        "masked_lm": ["--user-dir", common.USER_DIR, "--task", "masked_lm", "--criterion", "masked_lm",
+                      "--arch", "roberta"],
         "clear": ["--user-dir", common.USER_DIR, "--task", "clear", "--criterion", "clear",
                   "--arch", "clear_roberta", "--augmentations", args.augmentations],
     }

@@ -1,12 +1,14 @@
 """GradCache: peak memory and time of one contrastive forward+backward, with and without chunks.
 
     python benchmarks/bench_gradcache.py [--sizes 256,1024,4096] [--chunk 128] [--arch clear_roberta_small]
-    python benchmarks/bench_gradcache.py --full-step [--sizes 128,512] [--chunk 64]
+    python benchmarks/bench_gradcache.py --full-step [--sizes 128,512] [--chunk 64] [--block 64] [--updates 3]
 
 ``--full-step``: whole training updates through fairseq-train (benchmarks/fairseq_train_timed.py:
 MLM + NT-Xent, Adam), N sentences per update from the shared wiki1m sample (the bench_embed
 vocabulary), without chunks and with ``--contrastive-chunk-size K --mlm-chunk-size K``; peak
 RSS of each run and the median update time after the first. Writes gradcache_full_step.json.
+With ``--block L`` the rows are fairseq's blocks of exactly L tokens, so every batch is padded
+to the same length and the memory of different batch sizes is comparable.
 
 Each configuration runs in its own process (peak RSS = ru_maxrss of that process, minus the
 RSS after the model is built, so the interpreter and torch are not counted). NT-Xent over N
@@ -66,7 +68,7 @@ def one(n, chunk, arch):
     return {"sentences": n, "chunk": chunk, "seconds": seconds, "peak_mb": (peak - base) / 1024}
 
 
-def full_step(sizes, chunk, arch, out, max_unchunked=None):
+def full_step(sizes, chunk, arch, out, max_unchunked=None, block=0, updates=3):
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     import bench_embed
     import common
@@ -81,10 +83,13 @@ def full_step(sizes, chunk, arch, out, max_unchunked=None):
                 continue
             res_path = work / f"n{n}_k{k}.json"
             chunks = ["--contrastive-chunk-size", k, "--mlm-chunk-size", k] if k else []
+            # --block L: rows are fairseq's blocks of exactly L tokens, so every batch pads to one length
+            rows_of = ["--sample-break-mode", "none", "--tokens-per-sample", block] if block else \
+                ["--tokens-per-sample", "128"]
             cmd = [sys.executable, common.TIMED_TRAIN, "--bench-out", res_path, data, "--user-dir", common.USER_DIR,
                    "--task", "clear", "--criterion", "clear", "--arch", arch, "--augmentations", "del-span,reorder",
-                   "--tokens-per-sample", "128", "--batch-size", n, "--required-batch-size-multiple", 1,
-                   "--optimizer", "adam", "--lr", "1e-5", "--max-update", 3, "--cpu", "--num-workers", "0",
+                   *rows_of, "--batch-size", n, "--required-batch-size-multiple", 1,
+                   "--optimizer", "adam", "--lr", "1e-5", "--max-update", updates, "--cpu", "--num-workers", "0",
                    "--disable-validation", "--no-save", "--save-dir", work / "no_save", "--seed", "1",
                    "--log-format", "json", *chunks]
             common.run(cmd, work / f"n{n}_k{k}.log", threads=2)
@@ -97,7 +102,10 @@ def full_step(sizes, chunk, arch, out, max_unchunked=None):
                          "padded_length_per_update": [r["s_padded"] // max(1, r["sentences"]) for r in recs]})
             print(rows[-1], flush=True)
     Path(out).parent.mkdir(parents=True, exist_ok=True)
-    Path(out).write_text(json.dumps({"arch": arch, "mode": "full-step", "rows": rows}, indent=2) + "\n")
+    Path(out).write_text(json.dumps({"command": " ".join(["python", "benchmarks/bench_gradcache.py"] + sys.argv[1:]),
+                                     "arch": arch, "mode": "full-step", "block": block,
+                                     "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                                     "loadavg_at_end": os.getloadavg(), "rows": rows}, indent=2) + "\n")
     print(f"\n| sentences | peak RSS MB (no chunks) | peak RSS MB (chunks of {chunk}) | s/update (no chunks) | s/update (chunks) |")
     print("|---|---|---|---|---|")
     for n in sizes:
@@ -117,10 +125,18 @@ def main():
     p.add_argument("--full-step", action="store_true", help="whole fairseq-train updates with MLM (see above)")
     p.add_argument("--max-unchunked", type=int, help="skip the run without chunks above this size (it would "
                    "not fit in memory: about 12.7 GB per 1,024 sentences here)")
+    p.add_argument("--block", type=int, default=0, help="--full-step: rows are blocks of exactly this many "
+                   "tokens (--sample-break-mode none), so memory is compared at one padded length")
+    p.add_argument("--updates", type=int, default=3, help="--full-step: updates per run (the first is not timed)")
     args = p.parse_args()
+    if args.updates < 2:
+        p.error("--updates must be >= 2 (the first update is not timed)")
+    if args.block < 0:
+        p.error("--block must be >= 0")
     if args.full_step:
         out = args.out if "--out" in sys.argv else str(REPO / "benchmarks" / "results" / "gradcache_full_step.json")
-        full_step([int(x) for x in args.sizes.split(",")], args.chunk, args.arch, out, args.max_unchunked)
+        full_step([int(x) for x in args.sizes.split(",")], args.chunk, args.arch, out, args.max_unchunked,
+                  args.block, args.updates)
         return
     if args.one:
         print(json.dumps(one(args.one[0], args.one[1], args.arch)))
