@@ -10,7 +10,10 @@
 * ``horizon.png``: STS average against updates for the longer-horizon runs
   (``quality_horizon.json``), [CLS] dashed and mean pooling solid;
 * ``speed_ratio.png``: update time of each ``--task clear`` configuration over fairseq's
-  masked LM, next to its token floor and the goal (1.10 x floor).
+  masked LM, next to its token floor and the goal (1.10 x floor);
+* ``gradcache_memory.png``: peak memory against sentences per update, with and without
+  ``--contrastive-chunk-size`` (``gradcache.json``) and for whole training steps at one
+  padded length (``gradcache_full_step_block64.json``).
 """
 
 import sys
@@ -186,6 +189,35 @@ def plot_horizon(h, out_dir):
     return [path]
 
 
+def plot_gradcache(out_dir):
+    panels = [(name, title, key) for name, title, key in (
+        ("gradcache.json", "NT-Xent forward+backward, views of 32 tokens", "peak_mb"),
+        ("gradcache_full_step_block64.json", "whole fairseq-train step (MLM + NT-Xent + Adam),\nrows of 64 tokens",
+         "peak_rss_mb")) if (out_dir / name).is_file()]
+    if not panels:
+        return []
+    fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 4.5), squeeze=False)
+    for ax, (name, title, key) in zip(axes[0], panels):
+        rows = [r for r in common.read_json(out_dir / name)["rows"] if key in r]
+        for chunked, style, label in ((False, "-o", "without chunks"), (True, "-s", "with chunks")):
+            pts = sorted((r["sentences"], r[key], r["chunk"]) for r in rows if (r["chunk"] != 0) == chunked)
+            if pts:
+                chunk = f" of {pts[0][2]}" if chunked else ""
+                ax.plot([p[0] for p in pts], [p[1] / 1024 for p in pts], style, label=label + chunk)
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("sentences per update")
+        ax.set_ylabel("peak memory (GB)")
+        ax.set_title(title, fontsize=9)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.suptitle("GradCache: peak memory on this CPU, clear_roberta_small", fontsize=10)
+    fig.tight_layout()
+    path = out_dir / "gradcache_memory.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return [path]
+
+
 def speed_goal(speed):
     return float(speed["goal"].split("<=")[1].split("x")[0])
 
@@ -202,6 +234,7 @@ def main():
         written += plot_horizon(horizon, out_dir)
     if (out_dir / "train_speed.json").is_file():
         written += plot_speed(common.read_json(out_dir / "train_speed.json"), out_dir)
+    written += plot_gradcache(out_dir)
     for p in written:
         print(f"wrote {p}")
 

@@ -195,3 +195,18 @@ def test_fp16_optimizer_state_carries_the_fp32_master_weights(flat):
     other = build([torch.nn.Parameter(torch.zeros(3, 5).half()), torch.nn.Parameter(torch.zeros(7).half())])
     other.load_state_dict(state)
     assert all(not m.any() for m in _masters(other))
+
+
+def test_bf16_with_chunks_on_two_gloo_ranks(tiny_data, tmp_path):
+    """--bf16 with chunks and negatives gathered across 2 torchrun ranks (the vectors cross the
+    ranks in bfloat16): one 2-rank job trains, every update over both ranks' sentences."""
+    from harness.runs import logged
+    from test_distributed_faults import torchrun
+
+    args = train_args(tiny_data, tmp_path / "save", "--bf16", "--distributed-backend", "gloo",
+                      "--ddp-backend", "legacy_ddp", "--contrastive-chunk-size", "3", max_update=4, batch_size=8)
+    proc = run_cli(torchrun(args), timeout=600)
+    records = logged(proc.stdout)
+    assert "distributed init (rank 1)" in proc.stdout and "bfloat16 on the CPU" in proc.stdout
+    assert [int(r["num_updates"]) for r in records] == [1, 2, 3, 4], proc.stdout[-3000:]
+    assert all(int(float(r["bsz"])) == 16 and 0 < float(r["loss"]) < float("inf") for r in records)
