@@ -10,7 +10,7 @@ Parts (each a real run of the plugin's code on ``--device``):
    ``Trainer.train_step``) of fairseq's ``masked_lm`` and of ``--task clear`` (``--augmentations``,
    default del-span,reorder) on the same blocks of ``--tokens-per-sample`` tokens
    (``--sample-break-mode complete``, the paper's unit), same model shape, sentences per update and
-   seed, under each of ``--precisions`` (fp16, bf16 on CUDA; fp32 on CPU): tokens of s per second,
+   seed, under each of ``--precisions`` (fp16, bf16 on CUDA; fp32 or bf16 on CPU): tokens of s per second,
    peak device memory, and the time ratio clear / masked_lm next to the token floor
    (tokens of s + views) / tokens of s counted on the same batches;
 2. the largest NT-Xent batch (sentences, two views each, forward + backward, dropout on) that fits,
@@ -222,7 +222,8 @@ def main():
                    "(default: the benchmark corpus, built on first use)")
     p.add_argument("--sentences", default=str(common.STS_DIR / "STSBenchmark" / "sts-test.csv"),
                    help="text for part 3, one sentence per line (STS-B csv lines are split on tabs)")
-    p.add_argument("--precisions", help="comma-separated: fp32, fp16, bf16 (default: fp16,bf16 on CUDA, fp32 on CPU)")
+    p.add_argument("--precisions", help="comma-separated: fp32, fp16, bf16 (default: fp16,bf16 on CUDA, fp32 on CPU; "
+                   "fp16 needs CUDA)")
     p.add_argument("--tokens-per-sample", type=int, help="block length (default: 512, the paper's; --small: 64)")
     p.add_argument("--batch-size", type=int, help="blocks per update (default 16; --small: 4)")
     p.add_argument("--augmentations", default="del-span,reorder")
@@ -240,8 +241,11 @@ def main():
         sys.exit("--device cuda: no CUDA device is visible (pass --device cpu for the small CPU form)")
     on_gpu = args.device.startswith("cuda")
     args.precisions = args.precisions or ("fp16,bf16" if on_gpu else "fp32")
-    if not on_gpu and set(args.precisions.split(",")) - {"fp32"}:
-        sys.exit("--precisions: fp16/bf16 training is measured on CUDA only; use fp32 on CPU")
+    unknown = set(args.precisions.split(",")) - {"fp32", "fp16", "bf16"}
+    if unknown:
+        sys.exit(f"--precisions: unknown {', '.join(sorted(unknown))} (fp32, fp16, bf16)")
+    if not on_gpu and "fp16" in args.precisions.split(","):
+        sys.exit("--precisions: fp16 training (fairseq-train --fp16) needs CUDA; use fp32 or bf16 on CPU")
     args.tokens_per_sample = args.tokens_per_sample or (64 if args.small else 512)
     args.batch_size = args.batch_size or (4 if args.small else 16)
     if not on_gpu:

@@ -68,13 +68,38 @@ def one(n, chunk, arch):
     return {"sentences": n, "chunk": chunk, "seconds": seconds, "peak_mb": (peak - base) / 1024}
 
 
-def full_step(sizes, chunk, arch, out, max_unchunked=None, block=0, updates=3):
+def whole_corpus(work, data, corpus):
+    """bench_embed binarizes 2,000 lines; blocks of one length for large batches need all of them
+    (same sentencepiece model and dictionary)."""
+    import sentencepiece as spm
+
+    import common
+
+    out = work / "whole_corpus"
+    if (out / "train.bin").is_file():
+        return out
+    sp = spm.SentencePieceProcessor(model_file=str(data / "sentencepiece.model"))
+    with open(work / "whole.spm", "w", encoding="utf-8") as f:
+        for line in Path(corpus).read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                f.write(" ".join(sp.encode(line.strip(), out_type=str)) + "\n")
+    common.run([str(Path(sys.executable).parent / "fairseq-preprocess"), "--only-source", "--srcdict",
+                data / "dict.txt", "--trainpref", work / "whole.spm", "--validpref", work / "whole.spm",
+                "--destdir", out, "--workers", "1"], work / "whole_corpus.log", threads=2)
+    return out
+
+
+def full_step(sizes, chunk, arch, out, max_unchunked=None, block=0, updates=3, mmap_threshold=0):
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     import bench_embed
     import common
 
     work = common.RUNS / "gradcache_full_step"
     data, _ = bench_embed.build_model(work, bench_embed.DEFAULT_CORPUS, 8000, 2)
+    if block:
+        data = whole_corpus(work, data, bench_embed.DEFAULT_CORPUS)
+        lines = sum(1 for _ in open(work / "whole.spm", encoding="utf-8"))
+        print(f"--block {block}: the whole corpus ({lines} lines) binarized in {data}", flush=True)
     rows = []
     for n in sizes:
         for k in (0, chunk):
@@ -92,7 +117,10 @@ def full_step(sizes, chunk, arch, out, max_unchunked=None, block=0, updates=3):
                    "--optimizer", "adam", "--lr", "1e-5", "--max-update", updates, "--cpu", "--num-workers", "0",
                    "--disable-validation", "--no-save", "--save-dir", work / "no_save", "--seed", "1",
                    "--log-format", "json", *chunks]
-            common.run(cmd, work / f"n{n}_k{k}.log", threads=2)
+            # glibc's default mmap threshold grows with the largest block freed, after which freed
+            # activations stay in the heap: peak RSS then grows with the batch although live memory does not
+            malloc = {"MALLOC_MMAP_THRESHOLD_": str(mmap_threshold)} if mmap_threshold else None
+            common.run(cmd, work / f"n{n}_k{k}.log", threads=2, extra_env=malloc)
             res = common.read_json(res_path)
             recs = res["records"]
             rows.append({"sentences": n, "chunk": k, "peak_rss_mb": res["peak_rss_mb"],
@@ -104,6 +132,7 @@ def full_step(sizes, chunk, arch, out, max_unchunked=None, block=0, updates=3):
     Path(out).parent.mkdir(parents=True, exist_ok=True)
     Path(out).write_text(json.dumps({"command": " ".join(["python", "benchmarks/bench_gradcache.py"] + sys.argv[1:]),
                                      "arch": arch, "mode": "full-step", "block": block,
+                                     "malloc_mmap_threshold": mmap_threshold or "glibc default",
                                      "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                                      "loadavg_at_end": os.getloadavg(), "rows": rows}, indent=2) + "\n")
     print(f"\n| sentences | peak RSS MB (no chunks) | peak RSS MB (chunks of {chunk}) | s/update (no chunks) | s/update (chunks) |")
@@ -127,6 +156,9 @@ def main():
                    "not fit in memory: about 12.7 GB per 1,024 sentences here)")
     p.add_argument("--block", type=int, default=0, help="--full-step: rows are blocks of exactly this many "
                    "tokens (--sample-break-mode none), so memory is compared at one padded length")
+    p.add_argument("--malloc-mmap-threshold", type=int, default=0, help="--full-step: MALLOC_MMAP_THRESHOLD_ "
+                   "for the runs (e.g. 131072), so that peak RSS counts live memory rather than glibc's heap "
+                   "fragmentation (default: glibc's own, growing threshold)")
     p.add_argument("--updates", type=int, default=3, help="--full-step: updates per run (the first is not timed)")
     args = p.parse_args()
     if args.updates < 2:
@@ -136,7 +168,7 @@ def main():
     if args.full_step:
         out = args.out if "--out" in sys.argv else str(REPO / "benchmarks" / "results" / "gradcache_full_step.json")
         full_step([int(x) for x in args.sizes.split(",")], args.chunk, args.arch, out, args.max_unchunked,
-                  args.block, args.updates)
+                  args.block, args.updates, args.malloc_mmap_threshold)
         return
     if args.one:
         print(json.dumps(one(args.one[0], args.one[1], args.arch)))

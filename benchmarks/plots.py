@@ -13,7 +13,7 @@
   masked LM, next to its token floor and the goal (1.10 x floor);
 * ``gradcache_memory.png``: peak memory against sentences per update, with and without
   ``--contrastive-chunk-size`` (``gradcache.json``) and for whole training steps at one
-  padded length (``gradcache_full_step_block64.json``).
+  padded length (``gradcache_full_step_block32.json``).
 """
 
 import sys
@@ -192,7 +192,7 @@ def plot_horizon(h, out_dir):
 def plot_gradcache(out_dir):
     panels = [(name, title, key) for name, title, key in (
         ("gradcache.json", "NT-Xent forward+backward, views of 32 tokens", "peak_mb"),
-        ("gradcache_full_step_block64.json", "whole fairseq-train step (MLM + NT-Xent + Adam),\nrows of 64 tokens",
+        ("gradcache_full_step_block32.json", "whole fairseq-train step (MLM + NT-Xent + Adam),\nrows of 32 tokens",
          "peak_rss_mb")) if (out_dir / name).is_file()]
     if not panels:
         return []
@@ -204,6 +204,12 @@ def plot_gradcache(out_dir):
             if pts:
                 chunk = f" of {pts[0][2]}" if chunked else ""
                 ax.plot([p[0] for p in pts], [p[1] / 1024 for p in pts], style, label=label + chunk)
+        default = out_dir / name.replace(".json", "_glibc_default.json")
+        if default.is_file():  # the same runs under glibc's growing mmap threshold (heap fragmentation)
+            pts = sorted((r["sentences"], r[key]) for r in common.read_json(default)["rows"]
+                         if key in r and r["chunk"] != 0)
+            ax.plot([p[0] for p in pts], [p[1] / 1024 for p in pts], ":s", color="grey",
+                    label="with chunks, glibc's default heap (RSS keeps freed blocks)")
         ax.set_xscale("log", base=2)
         ax.set_xlabel("sentences per update")
         ax.set_ylabel("peak memory (GB)")

@@ -146,10 +146,16 @@ def test_gpu_benchmark_runs_in_a_small_form_on_cpu(data, tmp_path):
     out = tmp_path / "gpu.json"
     proc = run_cli([sys.executable, BENCH / "bench_gpu.py", "--small", "--device", "cpu", "--data", data,
                     "--sentences", sentences, "--updates", "2", "--warmup", "1", "--batch-start", "4",
-                    "--batch-max", "8", "--chunk", "4", "--embed-sentences", "50", "--out", out])
+                    "--batch-max", "8", "--chunk", "4", "--embed-sentences", "50", "--precisions", "fp32,bf16",
+                    "--out", out])
     assert "not GPU numbers" in proc.stdout
     result = json.loads(out.read_text())
-    assert result["cuda"] is False and result["precisions"] == ["fp32"] and "apex_importable" in result
+    assert result["cuda"] is False and result["precisions"] == ["fp32", "bf16"] and "apex_importable" in result
+    # the bf16 path that a GPU run takes (fairseq-train --bf16 for both tasks, autocast, bf16 encode)
+    bf16 = next(r for r in result["train"] if r["precision"] == "bf16")
+    assert bf16["time_ratio"] > 0 and bf16["s_tokens_clear"] == bf16["s_tokens_masked_lm"] > 0
+    assert result["largest_contrastive_batch"]["bf16"]["4"]["largest_sentences"] == 8
+    assert 0 < result["embed"]["bf16"]["max_abs_diff"] < 0.1
     row = result["train"][0]
     assert row["s_tokens_clear"] == row["s_tokens_masked_lm"] > 0  # the same blocks
     assert row["views_tokens_clear"] > 0 and row["token_floor"] > 1 and row["time_ratio"] > 0
