@@ -56,7 +56,7 @@ CASES = [
     ("loss-form-unknown", ["--loss-form", "infonce"], "argument --loss-form: invalid choice"),
     ("fp16-on-cpu", ["--fp16"], "--fp16 needs a CUDA GPU"),
     ("tpu-without-torch-xla", ["--tpu"], "--tpu needs torch_xla"),
-    ("bf16-and-tpu-without-torch-xla", ["--bf16", "--tpu"], "--tpu needs torch_xla"),
+    ("bf16-and-tpu-without-torch-xla", ["--bf16", "--tpu"], "needs torch_xla, which is not installed"),
     ("gather-on-world-size-1", ["--gather-negatives", "on"],
      "--gather-negatives on needs distributed training, but the world size is 1"),
     # subs

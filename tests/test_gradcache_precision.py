@@ -185,11 +185,42 @@ def test_fp16_optimizer_state_carries_the_fp32_master_weights(flat):
     masters = [m.clone() for m in state["fp32_master_params"]]
     assert any(not torch.equal(m, p.detach().float()) for m, p in zip(masters, params))
 
-    second = build([torch.nn.Parameter(p.detach().clone()) for p in params])  # from the model
-    second.load_state_dict(state)
+    # each saved master belongs to its parameter (the half weight is its rounding)
+    assert all(torch.equal(m.half(), p.detach()) for m, p in zip(masters, params))
+    counters = dict(state["loss_scaler_counters"])
+    assert counters["_last_rescale_iter"] == first.scaler._last_rescale_iter > 0
+
     from fairseq_clear.fairseq_fixes.mixed_precision_resume import _masters
+
+    def resumed(state_dict):
+        opt = build([torch.nn.Parameter(p.detach().clone()) for p in params])  # masters from the model
+        opt.load_state_dict(state_dict)
+        return opt
+
+    second = resumed(state)
     assert all(torch.equal(a, b) for a, b in zip(_masters(second), masters))
-    assert second.scaler._iter == 6 and second.scaler.loss_scale == first.scaler.loss_scale
+    assert {k: getattr(second.scaler, k) for k in counters} == counters
+    assert second.scaler.loss_scale == first.scaler.loss_scale
+    # and one more step goes on identically
+    for opt, ps in ((first, params), (second, second.fp16_params)):
+        opt.zero_grad()
+        opt.backward(sum((p.float() * 7e-4).sum() for p in ps))
+        opt.step()
+    assert all(torch.equal(a, b) for a, b in zip(_masters(first), _masters(second)))
+
+    # an older checkpoint without the keys, and malformed values from a file: fairseq's rebuilt
+    # masters and a fresh scaler window, with a warning for the malformed ones, never a crash
+    rebuilt = [p.detach().float() for p in params]
+    bad_masters = ([torch.full_like(m, float("nan")) for m in masters], ["x", "y"], masters[:1],
+                   [m.long() for m in masters], "masters", None)
+    bad_counters = ({**counters, "_iter": "6"}, {**counters, "_iter": True}, {"_iter": 6}, [6],
+                    {**counters, "_last_rescale_iter": counters["_iter"]})
+    plain = {k: v for k, v in state.items() if k not in ("fp32_master_params", "loss_scaler_counters")}
+    for bad in [plain] + [{**plain, "fp32_master_params": b} for b in bad_masters] + \
+               [{**plain, "loss_scaler_counters": b} for b in bad_counters]:
+        opt = resumed(bad)
+        assert all(torch.equal(a, b) for a, b in zip(_masters(opt), rebuilt)), bad.keys()
+        assert opt.scaler._iter == 0 and opt.scaler.loss_scale == first.scaler.loss_scale
 
     # a checkpoint from another model: a warning, fairseq's rebuilt masters stay
     other = build([torch.nn.Parameter(torch.zeros(3, 5).half()), torch.nn.Parameter(torch.zeros(7).half())])
@@ -210,3 +241,22 @@ def test_bf16_with_chunks_on_two_gloo_ranks(tiny_data, tmp_path):
     assert "distributed init (rank 1)" in proc.stdout and "bfloat16 on the CPU" in proc.stdout
     assert [int(r["num_updates"]) for r in records] == [1, 2, 3, 4], proc.stdout[-3000:]
     assert all(int(float(r["bsz"])) == 16 and 0 < float(r["loss"]) < float("inf") for r in records)
+
+
+def test_bf16_untie_leaves_an_explicit_tpu_alone():
+    """Only the --tpu that --bf16 implied is taken back: not fairseq-train's --tpu, not hydra's
+    common.tpu=true."""
+    from omegaconf import OmegaConf
+
+    from fairseq_clear.fairseq_fixes.bf16_without_tpu import untie
+
+    def cfg():
+        return OmegaConf.create({"common": {"bf16": True, "tpu": True, "cpu": True},
+                                 "optimizer": {"tpu": True}, "dataset": {"batch_size": 8}})
+
+    for argv in (["fairseq-train", "data", "--bf16", "--tpu"], ["fairseq-hydra-train", "common.tpu=true"]):
+        c = cfg()
+        assert untie(c, argv) is False and c.common.tpu is True
+    c = cfg()
+    assert untie(c, ["fairseq-train", "data", "--bf16"]) is True
+    assert c.common.tpu is False and c.optimizer.tpu is False and c.dataset.batch_size == 8

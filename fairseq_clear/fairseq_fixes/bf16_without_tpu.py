@@ -4,7 +4,9 @@ fairseq 0.12's command line makes ``--bf16`` imply ``--tpu`` (``options.parse_ar
 so without torch_xla every ``--bf16`` run fails importing it, although fairseq's trainer and
 FP16Optimizer support bfloat16 on CUDA and CPU (hydra configs reach them, since they never
 set ``tpu``). When torch_xla is not installed and ``--tpu`` was not on the command line, the
-implied ``--tpu`` is taken back before training starts; an explicit ``--tpu`` is left alone.
+implied ``--tpu`` is taken back before training starts; an explicit ``--tpu`` (or hydra's
+``common.tpu=``) is left alone. Code that parses fairseq's arguments itself and calls
+``call_main`` with ``--tpu`` in its own list (not ``sys.argv``) gets bf16 without TPU.
 """
 
 import argparse
@@ -12,6 +14,7 @@ import importlib.util
 import logging
 import sys
 
+import torch
 from omegaconf import DictConfig
 
 from ._version import check_version
@@ -26,7 +29,9 @@ def untie(cfg, argv=None) -> bool:
     """Take back the ``tpu`` that ``--bf16`` implied; True when it did."""
     common = cfg.common
     argv = sys.argv if argv is None else argv
-    if not (common.bf16 and common.tpu) or "--tpu" in argv:
+    # explicit: fairseq-train's --tpu (its parser takes no abbreviations) or a hydra override
+    if not (common.bf16 and common.tpu) or any(a == "--tpu" or a.lstrip("+").startswith("common.tpu=")
+                                                for a in argv):
         return False
     if importlib.util.find_spec("torch_xla") is not None:
         return False  # a TPU host: --bf16 keeps fairseq's meaning there
@@ -39,7 +44,7 @@ def untie(cfg, argv=None) -> bool:
         elif isinstance(section, DictConfig) and section.get("tpu", False):
             section.tpu = False
     logger.info("--bf16 without torch_xla: bfloat16 on %s (fairseq-train's --bf16 implies --tpu)",
-                "the CPU" if common.cpu else "the GPU")
+                "the GPU" if torch.cuda.is_available() and not common.cpu else "the CPU")
     return True
 
 

@@ -36,6 +36,33 @@ def _masters(optimizer):
     return [piece.view_as(p) for piece, p in zip(pieces, params)]
 
 
+def _usable_counters(counters):
+    """The scaler's counters if they are what a run writes (ints, the iteration after the last
+    rescale and overflow), else None: the file is not trusted to be well formed."""
+    if not isinstance(counters, dict) or set(counters) != set(SCALER_FIELDS):
+        return None
+    if not all(type(counters[k]) is int for k in SCALER_FIELDS):
+        return None
+    c = counters
+    if not (c["_iter"] > c["_last_rescale_iter"] >= -1 and c["_iter"] > c["_last_overflow_iter"] >= -1
+            and c["_overflows_since_rescale"] >= 0):
+        return None
+    return c
+
+
+def _usable_masters(saved, masters):
+    """The saved masters if they fit ``masters`` one to one (float tensors of the same shapes,
+    finite), else None."""
+    if masters is None or not isinstance(saved, (list, tuple)) or len(saved) != len(masters):
+        return None
+    for value, master in zip(saved, masters):
+        if not (torch.is_tensor(value) and value.layout == torch.strided and value.is_floating_point()
+                and value.device.type != "meta" and value.shape == master.shape
+                and bool(torch.isfinite(value).all())):
+            return None
+    return saved
+
+
 def patch_fp16_optimizer():
     from fairseq.optim.fp16_optimizer import _FP16OptimizerMixin
 
@@ -46,8 +73,8 @@ def patch_fp16_optimizer():
     def state_dict(self):
         state = original_state(self)
         masters = _masters(self)
-        if masters is not None:
-            state[MASTERS] = [m.detach().clone() for m in masters]
+        if masters is not None:  # straight to the CPU: no second copy on the device
+            state[MASTERS] = [m.detach().to("cpu", copy=True) for m in masters]
         if self.scaler is not None:
             state[SCALER] = {k: getattr(self.scaler, k) for k in SCALER_FIELDS}
         return state
@@ -55,20 +82,23 @@ def patch_fp16_optimizer():
     def load_state_dict(self, state_dict, optimizer_overrides=None):
         state_dict = dict(state_dict)
         saved, counters = state_dict.pop(MASTERS, None), state_dict.pop(SCALER, None)
-        original_load(self, state_dict, optimizer_overrides)
-        if counters is not None and self.scaler is not None:
-            for k in SCALER_FIELDS:
-                setattr(self.scaler, k, int(counters[k]))
-        if saved is None:
-            return
         masters = _masters(self)
-        if masters is None or [tuple(t.shape) for t in saved] != [tuple(m.shape) for m in masters]:
-            logger.warning("the checkpoint's fp32 master weights do not fit this model's parameters; "
-                           "they are rebuilt from the model's weights (fairseq's behaviour)")
-            return
-        with torch.no_grad():
-            for master, value in zip(masters, saved):
-                master.copy_(value)
+        usable_masters, usable_counters = _usable_masters(saved, masters), _usable_counters(counters)
+        if saved is not None and usable_masters is None:
+            logger.warning("the checkpoint's fp32 master weights do not fit this model's parameters "
+                           "(number, shapes, float and finite values); they are rebuilt from the "
+                           "model's weights, as fairseq does")
+        if counters is not None and usable_counters is None and self.scaler is not None:
+            logger.warning("the checkpoint's loss-scaler counters are malformed; the scaler's growth "
+                           "window restarts, as fairseq does")
+        original_load(self, state_dict, optimizer_overrides)
+        if usable_counters is not None and self.scaler is not None:
+            for k in SCALER_FIELDS:
+                setattr(self.scaler, k, usable_counters[k])
+        if usable_masters is not None:
+            with torch.no_grad():
+                for master, value in zip(masters, usable_masters):
+                    master.copy_(value)
 
     _FP16OptimizerMixin.state_dict = state_dict
     _FP16OptimizerMixin.load_state_dict = load_state_dict
