@@ -23,9 +23,11 @@ if [ ! -f "$SRC/data.noun" ] || [ ! -f "$SRC/index.sense" ]; then
   echo "installing Debian packages wordnet-base wordnet-sense-index (WordNet 3.0) ..." >&2
   SUDO=""
   if [ "$(id -u)" != "0" ]; then SUDO="sudo"; fi
-  if ! $SUDO apt-get install -y -q wordnet-base wordnet-sense-index >/dev/null 2>&1; then
-    $SUDO apt-get update -q >/dev/null
-    $SUDO apt-get install -y -q wordnet-base wordnet-sense-index >/dev/null
+  # wait for another apt/dpkg (e.g. a second `make` or unattended-upgrades) instead of failing
+  APT=($SUDO apt-get -o DPkg::Lock::Timeout=600)
+  if ! "${APT[@]}" install -y -q wordnet-base wordnet-sense-index >/dev/null 2>&1; then
+    "${APT[@]}" update -q >/dev/null
+    "${APT[@]}" install -y -q wordnet-base wordnet-sense-index >/dev/null
   fi
 fi
 mkdir -p "$WN.partial"
