@@ -13,7 +13,10 @@
   masked LM, next to its token floor and the goal (1.10 x floor);
 * ``gradcache_memory.png``: peak memory against sentences per update, with and without
   ``--contrastive-chunk-size`` (``gradcache.json``) and for whole training steps at one
-  padded length (``gradcache_full_step_block32.json``).
+  padded length (``gradcache_full_step_block32.json``);
+* ``memory_estimate.png``: the estimated GPU memory of the paper's recipes
+  (``memory_estimate.json``) next to 40 and 80 GB cards, and the estimate against the
+  measured CPU runs (``memory_estimate_validation.json``).
 """
 
 import sys
@@ -224,6 +227,50 @@ def plot_gradcache(out_dir):
     return [path]
 
 
+def plot_memory_estimate(out_dir):
+    if not (out_dir / "memory_estimate.json").is_file():
+        return []
+    est = common.read_json(out_dir / "memory_estimate.json")
+    val = out_dir / "memory_estimate_validation.json"
+    fig, axes = plt.subplots(1, 2 if val.is_file() else 1, figsize=(13, 4.8), squeeze=False,
+                             gridspec_kw={"width_ratios": [2, 1]} if val.is_file() else None)
+    ax = axes[0][0]
+    rows = est["rows"][::-1]
+    ys = range(len(rows))
+    ax.barh(ys, [r["peak_mb"] / 1024 for r in rows], color="tab:blue", label="peak (one update)")
+    ax.barh(ys, [r["static_mb"] / 1024 for r in rows], color="tab:grey", label="weights, gradients, Adam")
+    for y, r in zip(ys, rows):
+        ax.text(r["peak_mb"] / 1024 * 1.05, y, f"{r['peak_mb'] / 1024:.1f}", va="center", fontsize=8)
+    for gb, style in ((40, ":"), (80, "--")):
+        ax.axvline(gb, color="red", linestyle=style, label=f"{gb} GB card")
+    ax.set_yticks(list(ys), [r["name"] for r in rows], fontsize=8)
+    ax.set_xscale("log")
+    ax.set_xlim(1, max(r["peak_mb"] for r in rows) / 1024 * 2.5)
+    ax.set_xlabel("GiB (tensor memory; CUDA context not included)")
+    r0 = rows[0]
+    ax.set_title(f"estimated GPU memory: {r0['arch']}, {r0['tokens']}-token rows, {r0['precision']}, "
+                 f"{r0['attention']} attention", fontsize=9)
+    ax.legend(fontsize=7, loc="lower right")
+    ax.grid(alpha=0.3, axis="x")
+    if val.is_file():
+        ax = axes[0][1]
+        pts = common.read_json(val)["rows"]
+        xs, ys2 = [p["peak_mb"] / 1024 for p in pts], [p["measured_rss_mb"] / 1024 for p in pts]
+        ax.plot(xs, ys2, "o")
+        top = max(xs + ys2) * 1.1
+        ax.plot([0, top], [0, top], ":", color="grey", label="measured = estimate")
+        ax.set_xlabel("estimate (GiB)")
+        ax.set_ylabel("measured peak RSS (GiB)")
+        ax.set_title(f"CPU check: {pts[0]['arch']},\n{pts[0]['tokens']}-token rows, fp32", fontsize=9)
+        ax.legend(fontsize=8)
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    path = out_dir / "memory_estimate.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return [path]
+
+
 def speed_goal(speed):
     return float(speed["goal"].split("<=")[1].split("x")[0])
 
@@ -240,7 +287,7 @@ def main():
         written += plot_horizon(horizon, out_dir)
     if (out_dir / "train_speed.json").is_file():
         written += plot_speed(common.read_json(out_dir / "train_speed.json"), out_dir)
-    written += plot_gradcache(out_dir)
+    written += plot_gradcache(out_dir) + plot_memory_estimate(out_dir)
     for p in written:
         print(f"wrote {p}")
 

@@ -139,6 +139,41 @@ def test_gradcache_benchmark_runs_in_a_small_form(tmp_path):
     assert all(r["peak_mb"] >= 0 and r["seconds"] > 0 for r in rows)
 
 
+def _estimates(tmp_path, name, *args):
+    out = tmp_path / f"{name}.json"
+    run_cli([sys.executable, BENCH / "estimate_memory.py", "--arch", "clear_roberta_tiny", "--tokens", "20",
+             "--vocab", "1000", "--out", out, *args])
+    return {r["config"]: r for r in json.loads(out.read_text())["rows"]}
+
+
+def test_memory_estimate_on_fake_tensors_equals_the_real_update(tmp_path, monkeypatch):
+    """benchmarks/estimate_memory.py: what the fake tensors assume (masked share, no padding, scalars
+    read from tensors) gives the same allocations as the real update on real tensors; the optimizer
+    state is what fairseq keeps per parameter; GradCache's memory is flat in the batch."""
+    configs = ["--batch-size 32", "--batch-size 32 --contrastive-chunk-size 8 --mlm-chunk-size 8",
+               "--batch-size 8 --update-freq 4 --accumulate-contrastive",
+               "--batch-size 128 --contrastive-chunk-size 8 --mlm-chunk-size 8"]
+    args = ["--precision", "fp32", "--attention", "math", *[a for c in configs for a in ("--config", c)]]
+    fake, real = _estimates(tmp_path, "fake", *args), _estimates(tmp_path, "real", "--real", *args)
+    for c in configs:
+        assert fake[c]["fake_tensors"] and not real[c]["fake_tensors"]
+        assert fake[c]["peak_mb"] == pytest.approx(real[c]["peak_mb"], rel=1e-3), c
+        # fp32 Adam: the weights and two moments (gradients are freed by zero_grad)
+        assert fake[c]["static_mb"] * 2**20 == pytest.approx(12 * fake[c]["parameters"], rel=0.01)
+    unchunked, chunked, chunked4 = (fake[c]["peak_mb"] - fake[c]["static_mb"] for c in configs[:2] + configs[3:])
+    assert unchunked > 2 * chunked and chunked4 < 1.1 * chunked
+    # fp16: fp16 weights, fp32 master weights and their gradients, two fp32 moments
+    half = _estimates(tmp_path, "half", "--precision", "fp16", "--config", configs[1])[configs[1]]
+    assert half["static_mb"] * 2**20 == pytest.approx(18 * half["parameters"], rel=0.01)
+    bad = run_cli([sys.executable, BENCH / "estimate_memory.py", "--tokens", "4"], check=False)
+    assert bad.returncode != 0 and "--tokens" in bad.stdout
+    results = tmp_path / "results"
+    results.mkdir()
+    (results / "memory_estimate.json").write_text((tmp_path / "fake.json").read_text())
+    bench_module("plots", monkeypatch, results).main()
+    assert (results / "memory_estimate.png").stat().st_size > 0
+
+
 def test_gpu_benchmark_runs_in_a_small_form_on_cpu(data, tmp_path):
     """benchmarks/bench_gpu.py keeps working without a GPU (toy sizes) and says it ran on CPU."""
     sentences = tmp_path / "s.txt"
