@@ -7,14 +7,22 @@
 The real task, model, criterion and fairseq optimizer run one update (every micro-batch of
 ``--update-freq``, backward, gradient norm, Adam step) on fake tensors (torch's FakeTensorMode:
 shapes and dtypes, no data, no arithmetic), and every storage they allocate is counted until it is
-freed, in the CUDA caching allocator's 512-byte blocks. The peak is what
-``torch.cuda.max_memory_allocated()`` would report after the same update, with the optimizer's
-state already allocated (a first, small update creates it). Not counted: the CUDA context and
-cuBLAS workspaces (about 0.5-1 GB), the caching allocator's fragmentation, the data loader.
+freed, in the CUDA caching allocator's 512-byte blocks, with the optimizer's state already
+allocated (a first, small update creates it). The peak estimates what
+``torch.cuda.max_memory_allocated()`` would report after the same update, to within several
+per cent: CPU kernels differ from CUDA's in places (the CPU's fp16 log-softmax makes an fp32 copy
+of the MLM logits: about +2 % at 512 tokens), and not counted are the flash-attention backward's
+fp32 workspace, cuBLAS's workspace (tens of MiB), pytorch_ddp's gradient buckets (one more copy of
+the gradients in the model's dtype), the CUDA context (0.5-1 GB), the data loader, and the caching
+allocator's rounding and fragmentation (what runs out is reserved memory, which exceeds the
+allocated: leave a margin).
 
 What a fake tensor cannot know is fixed here: every row has ``--tokens`` tokens (no padding),
 ``--mask-prob`` of them are masked (fairseq masks that share of each row), each sentence has two
-views of ``--tokens`` tokens, and a scalar read from a tensor (a count, a check) reads 1 or False.
+views of ``--view-tokens`` tokens (default ``--tokens``: an upper bound, as deletions shorten views),
+and a scalar read from a tensor (a count, a check) reads 1 or False. ``--real --data DIR`` runs the
+same update on real tensors and the task's own batches (tests/test_benchmarks.py: given the views'
+padded length, the estimate allocates what that update does, to 1 %).
 Attention: ``fused`` runs the fused kernel that keeps no T x T matrix for the backward (flash /
 memory-efficient attention, what torch picks on a CUDA GPU; estimated with attention dropout 0,
 which a fused kernel replays rather than stores); ``math`` keeps the attention probabilities and
@@ -66,7 +74,7 @@ class LiveBytes:
     def __init__(self, mask_prob, fake=True):
         from torch.utils._python_dispatch import TorchDispatchMode
 
-        self.mask_prob, self.fake, self.refs, self.current, self.peak = mask_prob, fake, {}, 0, 0
+        self.mask_prob, self.fake, self.entries, self.current, self.peak = mask_prob, fake, {}, 0, 0
         outer = self
 
         class Mode(TorchDispatchMode):
@@ -75,9 +83,13 @@ class LiveBytes:
 
         self.mode = Mode()
 
-    def _free(self, key, n):
-        self.refs.pop(key, None)
-        self.current -= n
+    def _free(self, key, entry):
+        if entry[1] is None:  # already subtracted
+            return
+        self.current -= entry[1]
+        entry[1] = None
+        if self.entries.get(key) is entry:
+            del self.entries[key]
 
     def track(self, out):
         import torch
@@ -88,12 +100,17 @@ class LiveBytes:
                 continue
             st = t.untyped_storage()
             key = id(st)
-            ref = self.refs.get(key)
-            if ref is not None and ref() is st:
-                continue
+            entry = self.entries.get(key)  # [weakref to the storage, bytes counted]
+            if entry is not None and entry[0]() is not st:  # a freed storage's id, reused
+                self._free(key, entry)
+                entry = None
+            if entry is None:
+                entry = [None, 0]
+                entry[0] = weakref.ref(st, lambda _r, key=key, entry=entry: self._free(key, entry))
+                self.entries[key] = entry
             n = math.ceil(st.nbytes() / BLOCK) * BLOCK
-            self.refs[key] = weakref.ref(st, lambda _r, key=key, n=n: self._free(key, n))
-            self.current += n
+            self.current += n - entry[1]  # a known storage may have been resized
+            entry[1] = n
         self.peak = max(self.peak, self.current)
 
     def _masked(self, mask):
@@ -107,14 +124,13 @@ class LiveBytes:
         import torch
 
         aten = torch.ops.aten
-        if not self.fake:  # --real: only count
-            out = func(*args, **kwargs)
-        elif func is aten._local_scalar_dense.default:
+        if self.fake and func is aten._local_scalar_dense.default:
             return False if args[0].dtype == torch.bool else 1
-        if func is aten.nonzero.default:  # the masked positions
+        if self.fake and func is aten.nonzero.default:  # the masked positions
             n, device, dtype = self._masked(args[0])
             out = torch.empty((n, args[0].dim()), dtype=dtype, device=device)
-        elif func is aten.index.Tensor and any(i is not None and i.dtype == torch.bool for i in args[1]):
+        elif self.fake and func is aten.index.Tensor and any(i is not None and i.dtype == torch.bool
+                                                             for i in args[1]):
             index = []  # x[masked] gathers the masked positions
             for i in args[1]:
                 if i is not None and i.dtype == torch.bool:
@@ -129,9 +145,14 @@ class LiveBytes:
         return out
 
 
-def estimate(arch, tokens, vocab, precision, attention, config, mask_prob=0.15, fake=True):
-    """{"static_mb", "peak_mb", ...} of one update of ``config`` (fairseq-train options); with
-    ``fake=False`` the same update runs on real CPU tensors (small sizes: it checks the estimate)."""
+def estimate(arch, tokens, vocab, precision, attention, config, mask_prob=0.15, fake=True, data=None,
+             view_tokens=None):
+    """{"static_mb", "peak_mb", ...} of one update of ``config`` (fairseq-train options).
+
+    ``data``: a binarized data directory whose dictionary the task uses (else one of ``vocab``
+    types). ``fake=False``: the update runs on real CPU tensors (small sizes: it checks the
+    estimate), on the task's own batches of ``data``'s train split when ``data`` is given.
+    ``view_tokens``: the views' padded length (default ``tokens``; deletions shorten views)."""
     import torch
     from fairseq import optim, options, tasks
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
@@ -140,30 +161,42 @@ def estimate(arch, tokens, vocab, precision, attention, config, mask_prob=0.15, 
     import fairseq_clear
 
     extra = shlex.split(config)
-    with tempfile.TemporaryDirectory() as data:
-        with open(os.path.join(data, "dict.txt"), "w", encoding="utf-8") as f:
-            # the task appends <mask> (and [DEL] when an augmentation deletes) to fairseq's 4 specials
-            f.writelines(f"w{i} 1\n" for i in range(vocab - 5))
+    with tempfile.TemporaryDirectory() as tmp:
+        if data is None:
+            with open(os.path.join(tmp, "dict.txt"), "w", encoding="utf-8") as f:
+                # the task appends <mask> (and [DEL] when an augmentation deletes) to fairseq's 4 specials
+                f.writelines(f"w{i} 1\n" for i in range(vocab - 5))
         parser = options.get_training_parser()
         args = options.parse_args_and_arch(parser, [
-            data, "--user-dir", fairseq_clear.__path__[0], "--task", "clear", "--criterion", "clear",
+            str(data or tmp), "--user-dir", fairseq_clear.__path__[0], "--task", "clear", "--criterion", "clear",
             "--arch", arch, "--tokens-per-sample", str(tokens), "--mask-prob", str(mask_prob),
             "--optimizer", "adam", "--lr", "1e-4", "--dropout", "0.1",
             "--attention-dropout", "0.1" if attention == "math" else "0", *extra])
         cfg = convert_namespace_to_omegaconf(args)
         task = tasks.setup_task(cfg.task)
+        own_batches = data is not None and not fake
+        if own_batches:
+            task.load_dataset("train")
+    vocab = len(task.source_dictionary)
     rows, update_freq = cfg.dataset.batch_size, cfg.optimization.update_freq[0]
     live = LiveBytes(mask_prob, fake)
     dtype = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[precision]
 
     pad, masked = task.source_dictionary.pad(), round(mask_prob * tokens)
+    view_tokens = view_tokens or tokens
+    widths = []  # the views' padded lengths of the task's own batches
 
-    def sample(n):
+    def sample(n, first=0):
+        if own_batches:  # the task's masking, augmentations, padding and collater
+            dataset = task.dataset("train")
+            batch = dataset.collater([dataset[(first + i) % len(dataset)] for i in range(n)])
+            widths.append(batch["contrastive"]["src_tokens"].size(1))
+            return batch
         target = torch.full((n, tokens), pad)  # the assumed share masked, for a real run too
         target[:, 1:1 + masked] = 5
         return {"id": torch.arange(n), "nsentences": n, "ntokens": n * tokens,
                 "net_input": {"src_tokens": torch.randint(5, vocab - 2, (n, tokens))}, "target": target,
-                "contrastive": {"src_tokens": torch.randint(5, vocab - 2, (2 * n, tokens)), "num_anchors": n}}
+                "contrastive": {"src_tokens": torch.randint(5, vocab - 2, (2 * n, view_tokens)), "num_anchors": n}}
 
     def update(samples):
         task.begin_update(len(samples))
@@ -191,10 +224,13 @@ def estimate(arch, tokens, vocab, precision, attention, config, mask_prob=0.15, 
         update([sample(2)])  # the optimizer's state is created by the first step
         static = live.current
         live.peak = live.current
-        update([sample(rows) for _ in range(update_freq)])
+        widths.clear()
+        update([sample(rows, i * rows) for i in range(update_freq)])
     n_params = sum(p.numel() for p in model.parameters())
-    return {"arch": arch, "tokens": tokens, "vocab": len(task.source_dictionary), "precision": precision,
-            "attention": attention, "config": config, "fake_tensors": fake, "sentences_per_update": rows * update_freq,
+    return {"arch": arch, "tokens": tokens, "view_tokens": max(widths) if widths else view_tokens, "vocab": len(task.source_dictionary), "precision": precision,
+            "attention": attention, "config": config, "fake_tensors": fake,
+            "batches": "the task's own, from " + str(data) if own_batches else "full rows, assumed masked share",
+            "sentences_per_update": rows * update_freq,
             "parameters": n_params, "static_mb": static / 2**20, "peak_mb": live.peak / 2**20}
 
 
@@ -226,13 +262,21 @@ def main():
     p.add_argument("--validate", action="store_true", help="compare with the measured CPU runs instead")
     p.add_argument("--real", action="store_true", help="run the update on real CPU tensors and count the same "
                    "way (small sizes only): checks what the fake tensors assume")
+    p.add_argument("--view-tokens", type=int, help="padded length of the contrastive views (default: --tokens, "
+                   "an upper bound: deleting augmentations shorten views)")
+    p.add_argument("--data", help="a binarized data directory (clear-prepare): the task's dictionary, and with "
+                   "--real its train split's batches (the task's own masking, augmentations and padding)")
     p.add_argument("--validate-vocab", type=int, default=8000, help=argparse.SUPPRESS)
     p.add_argument("--out", help="JSON (default: benchmarks/results/memory_estimate.json, "
                    "memory_estimate_validation.json with --validate)")
     args = p.parse_args()
-    for name in ("tokens", "vocab"):
-        if getattr(args, name) < 8:
-            p.error(f"--{name} must be >= 8")
+    for name in ("tokens", "vocab", "view_tokens"):
+        if getattr(args, name) is not None and getattr(args, name) < 8:
+            p.error(f"--{name.replace('_', '-')} must be >= 8")
+    if args.view_tokens and args.view_tokens > args.tokens:
+        p.error("--view-tokens must be <= --tokens (views are cut to --tokens-per-sample)")
+    if args.data and not os.path.isfile(os.path.join(args.data, "dict.txt")):
+        p.error(f"--data {args.data}: no dict.txt there (a binarized data directory from clear-prepare)")
     sys.path.insert(0, str(REPO))
     start = time.perf_counter()
     if args.validate:
@@ -243,7 +287,8 @@ def main():
         rows = []
         for name, config in configs.items():
             rows.append({"name": name, **estimate(args.arch, args.tokens, args.vocab, args.precision,
-                                                  args.attention, config, fake=not args.real)})
+                                                  args.attention, config, fake=not args.real, data=args.data,
+                                                  view_tokens=args.view_tokens)})
             print(f"{name}: {rows[-1]['peak_mb'] / 1024:.1f} GiB peak "
                   f"({rows[-1]['static_mb'] / 1024:.1f} GiB weights, gradients and Adam)", flush=True)
         result = {"rows": rows}

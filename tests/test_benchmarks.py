@@ -142,19 +142,22 @@ def test_gradcache_benchmark_runs_in_a_small_form(tmp_path):
 def _estimates(tmp_path, name, *args):
     out = tmp_path / f"{name}.json"
     run_cli([sys.executable, BENCH / "estimate_memory.py", "--arch", "clear_roberta_tiny", "--tokens", "20",
-             "--vocab", "1000", "--out", out, *args])
+             "--vocab", "1000", "--precision", "fp32", "--attention", "math", "--out", out, *args])
     return {r["config"]: r for r in json.loads(out.read_text())["rows"]}
 
 
+def _configs(*configs):
+    return [a for c in configs for a in ("--config", c)]
+
+
 def test_memory_estimate_on_fake_tensors_equals_the_real_update(tmp_path, monkeypatch):
-    """benchmarks/estimate_memory.py: what the fake tensors assume (masked share, no padding, scalars
-    read from tensors) gives the same allocations as the real update on real tensors; the optimizer
-    state is what fairseq keeps per parameter; GradCache's memory is flat in the batch."""
+    """benchmarks/estimate_memory.py: the same update on fake and on real tensors allocates the
+    same; the optimizer state is what fairseq keeps per parameter; GradCache's memory is flat."""
     configs = ["--batch-size 32", "--batch-size 32 --contrastive-chunk-size 8 --mlm-chunk-size 8",
                "--batch-size 8 --update-freq 4 --accumulate-contrastive",
                "--batch-size 128 --contrastive-chunk-size 8 --mlm-chunk-size 8"]
-    args = ["--precision", "fp32", "--attention", "math", *[a for c in configs for a in ("--config", c)]]
-    fake, real = _estimates(tmp_path, "fake", *args), _estimates(tmp_path, "real", "--real", *args)
+    fake = _estimates(tmp_path, "fake", *_configs(*configs))
+    real = _estimates(tmp_path, "real", "--real", *_configs(*configs))
     for c in configs:
         assert fake[c]["fake_tensors"] and not real[c]["fake_tensors"]
         assert fake[c]["peak_mb"] == pytest.approx(real[c]["peak_mb"], rel=1e-3), c
@@ -163,7 +166,7 @@ def test_memory_estimate_on_fake_tensors_equals_the_real_update(tmp_path, monkey
     unchunked, chunked, chunked4 = (fake[c]["peak_mb"] - fake[c]["static_mb"] for c in configs[:2] + configs[3:])
     assert unchunked > 2 * chunked and chunked4 < 1.1 * chunked
     # fp16: fp16 weights, fp32 master weights and their gradients, two fp32 moments
-    half = _estimates(tmp_path, "half", "--precision", "fp16", "--config", configs[1])[configs[1]]
+    half = _estimates(tmp_path, "half", "--precision", "fp16", *_configs(configs[1]))[configs[1]]
     assert half["static_mb"] * 2**20 == pytest.approx(18 * half["parameters"], rel=0.01)
     bad = run_cli([sys.executable, BENCH / "estimate_memory.py", "--tokens", "4"], check=False)
     assert bad.returncode != 0 and "--tokens" in bad.stdout
@@ -172,6 +175,28 @@ def test_memory_estimate_on_fake_tensors_equals_the_real_update(tmp_path, monkey
     (results / "memory_estimate.json").write_text((tmp_path / "fake.json").read_text())
     bench_module("plots", monkeypatch, results).main()
     assert (results / "memory_estimate.png").stat().st_size > 0
+
+
+def test_memory_estimate_matches_the_task_s_own_batches(data, tmp_path):
+    """What the estimate assumes of a batch (the masked share, full rows) holds for the task's own
+    batches (fairseq's masking, CLEAR's augmentations, the collater's padding): given the views'
+    padded length it allocates what the real update does; by default it is an upper bound."""
+    configs = ["--batch-size 16 --sample-break-mode none",
+               "--batch-size 16 --sample-break-mode none --contrastive-chunk-size 4 --mlm-chunk-size 4"]
+    real = _estimates(tmp_path, "real", "--data", data, "--real", *_configs(*configs))
+    width = {r["view_tokens"] for r in real.values()}
+    assert len(width) == 1 and width.pop() < 20  # del-word shortens the views
+    fitted = _estimates(tmp_path, "fitted", "--data", data, "--view-tokens", str(real[configs[0]]["view_tokens"]),
+                        *_configs(*configs))
+    bound = _estimates(tmp_path, "bound", "--data", data, *_configs(*configs))
+    for c in configs:
+        work = {k: v[c]["peak_mb"] - v[c]["static_mb"] for k, v in (("real", real), ("fitted", fitted),
+                                                                    ("bound", bound))}
+        assert work["fitted"] == pytest.approx(work["real"], rel=0.01), (c, work)
+        assert work["bound"] >= 0.99 * work["real"], (c, work)  # (less the real batch's padding masks)
+    assert bound[configs[0]]["peak_mb"] > 1.1 * real[configs[0]]["peak_mb"]  # full-length views cost more
+    bad = run_cli([sys.executable, BENCH / "estimate_memory.py", "--data", tmp_path], check=False)
+    assert bad.returncode != 0 and "dict.txt" in bad.stdout
 
 
 def test_gpu_benchmark_runs_in_a_small_form_on_cpu(data, tmp_path):
