@@ -34,6 +34,14 @@ METRIC_LABELS = {"mlm_loss": "MLM loss (bits)", "cl_loss": "contrastive loss (bi
                  "cl_acc": "contrastive accuracy (%)"}
 
 
+def save(fig, path):
+    """Lay out, write and close ``fig``; returns ``path``."""
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def moving_average(xs, window=10):
     out, acc, vals = [], 0.0, []
     for x in xs:
@@ -81,11 +89,7 @@ def plot_curves(quality, out_dir):
         ax.set_title(f"{METRIC_LABELS[metric]} per update, every quality run (one line per seed)")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8, ncol=2)
-        path = out_dir / f"curves_{metric}.png"
-        fig.tight_layout()
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
-        written.append(path)
+        written.append(save(fig, out_dir / f"curves_{metric}.png"))
     return written
 
 
@@ -110,11 +114,7 @@ def plot_sts(quality, out_dir):
     ax.set_title(f"STS average per variant: mean of {len(seeds)} seed(s), whiskers = min..max, dots = seeds")
     ax.grid(axis="y", alpha=0.3)
     ax.legend()
-    fig.tight_layout()
-    path = out_dir / "sts_avg.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return [path]
+    return [save(fig, out_dir / "sts_avg.png")]
 
 
 def plot_glue(quality, out_dir):
@@ -135,11 +135,7 @@ def plot_glue(quality, out_dir):
     ax.set_title("GLUE dev after a brief CPU fine-tuning (mean over the fine-tuned seeds)")
     ax.grid(axis="y", alpha=0.3)
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    path = out_dir / "glue.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return [path]
+    return [save(fig, out_dir / "glue.png")]
 
 
 def plot_speed(speed, out_dir):
@@ -161,11 +157,7 @@ def plot_speed(speed, out_dir):
                  f"{speed['batch_sentences']} sentences/update, 1 core")
     ax.grid(axis="y", alpha=0.3)
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    path = out_dir / "speed_ratio.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return [path]
+    return [save(fig, out_dir / "speed_ratio.png")]
 
 
 def plot_horizon(h, out_dir):
@@ -185,11 +177,7 @@ def plot_horizon(h, out_dir):
     ax.set_title(f"STS along {h['settings']['updates']} updates, seed(s) {h['settings']['seeds']}")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, ncol=2)
-    fig.tight_layout()
-    path = out_dir / "horizon.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return [path]
+    return [save(fig, out_dir / "horizon.png")]
 
 
 def plot_gradcache(out_dir):
@@ -220,11 +208,7 @@ def plot_gradcache(out_dir):
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
     fig.suptitle("GradCache: peak memory on this CPU, clear_roberta_small", fontsize=10)
-    fig.tight_layout()
-    path = out_dir / "gradcache_memory.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return [path]
+    return [save(fig, out_dir / "gradcache_memory.png")]
 
 
 def plot_memory_estimate(out_dir):
@@ -264,11 +248,7 @@ def plot_memory_estimate(out_dir):
         ax.set_title(f"CPU check: {pts[0]['arch']},\n{pts[0]['tokens']}-token rows, fp32", fontsize=9)
         ax.legend(fontsize=8)
         ax.grid(alpha=0.3)
-    fig.tight_layout()
-    path = out_dir / "memory_estimate.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return [path]
+    return [save(fig, out_dir / "memory_estimate.png")]
 
 
 def speed_goal(speed):
