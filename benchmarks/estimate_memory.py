@@ -35,7 +35,6 @@ views' loss is 2B x 2WB instead of 2B x 2B), less than one GPU for W x B.
 
 import argparse
 import contextlib
-import json
 import math
 import os
 import shlex
@@ -45,8 +44,9 @@ import time
 import weakref
 from pathlib import Path
 
+import common
+
 REPO = Path(__file__).resolve().parents[1]
-RESULTS = REPO / "benchmarks" / "results"
 
 #: fairseq's roberta.base dictionary: 50,261 types + 4 specials
 ROBERTA_VOCAB = 50265
@@ -236,7 +236,7 @@ def estimate(arch, tokens, vocab, precision, attention, config, mask_prob=0.15, 
 
 def validate(args):
     """The math-kernel estimate of bench_gradcache --full-step's runs against their measured RSS."""
-    measured = json.loads((RESULTS / "gradcache_full_step_block32.json").read_text())
+    measured = common.read_json(common.RESULTS / "gradcache_full_step_block32.json")
     rows = []
     for r in measured["rows"]:
         if "peak_rss_mb" not in r:
@@ -281,7 +281,7 @@ def main():
     start = time.perf_counter()
     if args.validate:
         result = validate(args)
-        out = args.out or RESULTS / "memory_estimate_validation.json"
+        out = args.out or common.RESULTS / "memory_estimate_validation.json"
     else:
         configs = {c: c for c in args.config} if args.config else RECIPES
         rows = []
@@ -292,12 +292,11 @@ def main():
             print(f"{name}: {rows[-1]['peak_mb'] / 1024:.1f} GiB peak "
                   f"({rows[-1]['static_mb'] / 1024:.1f} GiB weights, gradients and Adam)", flush=True)
         result = {"rows": rows}
-        out = args.out or RESULTS / "memory_estimate.json"
+        out = args.out or common.RESULTS / "memory_estimate.json"
     result = {"command": " ".join(["python", "benchmarks/estimate_memory.py"] + sys.argv[1:]),
               "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
               "seconds": time.perf_counter() - start, **result}
-    Path(out).parent.mkdir(parents=True, exist_ok=True)
-    Path(out).write_text(json.dumps(result, indent=2) + "\n")
+    common.write_json(out, result)
     print(f"wrote {out}")
 
 
