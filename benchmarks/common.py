@@ -150,9 +150,16 @@ def other_jobs() -> list:
 
 
 def write_json(path, data):
+    """Write ``data`` to ``path``, replacing an earlier result only with a complete file."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, indent=2) + "\n")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(json.dumps(data, indent=2) + "\n")
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():  # ours: named after this process, written just above
+            tmp.unlink()
 
 
 def load_horizon():

@@ -199,6 +199,25 @@ def test_memory_estimate_matches_the_task_s_own_batches(data, tmp_path):
     assert bad.returncode != 0 and "dict.txt" in bad.stdout
 
 
+def test_results_are_replaced_only_by_a_complete_file(monkeypatch, tmp_path):
+    """common.write_json: a write that dies half-way (a full disk) leaves the earlier result whole."""
+    common = bench_module("common", monkeypatch, tmp_path)
+    out = tmp_path / "r.json"
+    common.write_json(out, {"a": 1})
+    real_write = type(out).write_text
+
+    def half_then_full_disk(self, text, *a, **k):
+        real_write(self, text[: len(text) // 2], *a, **k)
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(type(out), "write_text", half_then_full_disk)
+    with pytest.raises(OSError):
+        common.write_json(out, {"a": 2, "b": list(range(100))})
+    monkeypatch.undo()
+    assert json.loads(out.read_text()) == {"a": 1}
+    assert [p.name for p in tmp_path.iterdir()] == ["r.json"]  # no temporary file left
+
+
 def test_gpu_benchmark_runs_in_a_small_form_on_cpu(data, tmp_path):
     """benchmarks/bench_gpu.py keeps working without a GPU (toy sizes) and says it ran on CPU."""
     sentences = tmp_path / "s.txt"
