@@ -20,8 +20,11 @@ progress bar, distributed launch) and records, for every update:
 At exit it writes ``--bench-out`` (``{rank}`` is replaced by the rank) with the
 records, the peak resident memory of the process (``ru_maxrss``) and the total
 training time. Nothing in fairseq's behaviour is changed, except that the batch-prefetch
-threads of every task (masked_lm included) are stopped at exit with the plugin's
-fairseq_clear/data/prefetch_threads.py, so that a finished run cannot abort (SIGABRT).
+threads of every task (masked_lm included) are stopped when training returns, as a
+fairseq-clear run stops its own (fairseq_clear/fairseq_fixes/prefetch_threads.py), so that a
+finished run cannot abort (SIGABRT), and ``--bf16`` without torch_xla means bfloat16 on the CPU
+or GPU for every task, as in a fairseq-clear run (bf16_without_tpu.py), so that the masked_lm
+baseline runs in the precision it is compared in.
 """
 
 import json
@@ -43,13 +46,6 @@ def _pop_option(argv, name, default=None, cast=str):
 
 def _tokens(tensor, pad):
     return int(tensor.ne(pad).sum()), int(tensor.numel())
-
-
-def track_prefetch_threads():
-    """Stop fairseq's prefetch threads at exit for any task, not only the plugin's (the plugin's own fix)."""
-    from fairseq_clear.fairseq_fixes import prefetch_threads
-
-    prefetch_threads.apply()
 
 
 def main():
@@ -135,7 +131,6 @@ def main():
 
     Trainer.train_step = timed_step
     Trainer._reduce_and_log_stats = capture_reduce
-    track_prefetch_threads()
 
     def write():
         rank = state.get("rank", 0)
@@ -156,9 +151,22 @@ def main():
         with open(path, "w") as f:
             json.dump(result, f)
 
+    from fairseq.distributed import utils as distributed_utils
+
+    from fairseq_clear.fairseq_fixes.bf16_without_tpu import untie
+    from fairseq_clear.fairseq_fixes.prefetch_threads import stop_prefetch_threads
+
+    call_main = distributed_utils.call_main
+
+    def call_main_bf16(cfg, main_fn, **kwargs):
+        untie(cfg)
+        return call_main(cfg, main_fn, **kwargs)
+
+    distributed_utils.call_main = call_main_bf16
     try:
         fairseq_train.cli_main()
     finally:
+        stop_prefetch_threads()  # for masked_lm too (a fairseq-clear run stops its own)
         write()
 
 

@@ -1,9 +1,11 @@
 """fairseq-clear: CLEAR and related contrastive sentence-representation objectives for fairseq.
 
 Pass this package's directory to ``fairseq-train --user-dir``; importing it
-registers ``--task clear``, ``--criterion clear`` and ``--arch clear_roberta*``,
-and applies the fixes to fairseq in :mod:`fairseq_clear.fairseq_fixes` (safe
-checkpoint loading, durable saves, ...).
+registers ``--task clear``, ``--criterion clear`` and ``--arch clear_roberta*``
+(and the other tasks), adds the plain-data classes fairseq checkpoints hold to torch's
+``weights_only`` allow-list (without which fairseq cannot load a checkpoint on torch >= 2.6),
+and installs the fixes of :mod:`fairseq_clear.fairseq_fixes`, which act only in runs of the
+plugin's own tasks, criterions and models: fairseq is unchanged for every other task.
 """
 
 __version__ = "0.1.0"
@@ -20,9 +22,9 @@ if _logging.getLogger().level == _logging.DEBUG != _root_level:
     _logging.getLogger().setLevel(_root_level)
 
 from .checkpoint_safety import allow_fairseq_checkpoints  # noqa: E402
-from .fairseq_fixes import apply as _apply_fairseq_fixes  # noqa: E402
+from .fairseq_fixes import install as _install_fairseq_fixes  # noqa: E402
 
 allow_fairseq_checkpoints()
-_apply_fairseq_fixes()
+_install_fairseq_fixes()
 
 from . import criterions, models, tasks  # noqa: E402,F401

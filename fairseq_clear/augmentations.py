@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
+from .errors import FairseqClearError
 
 #: Names used on the command line (``--augmentations``), as in the paper's tables.
 DEL_WORD = "del-word"
@@ -33,7 +34,7 @@ AUGMENTATION_NAMES = (DEL_WORD, DEL_SPAN, REORDER, SUBS) + IDENTITY
 Augmentation = Callable[[np.ndarray, np.random.Generator], np.ndarray]
 
 
-class AugmentationConfigError(ValueError):
+class AugmentationConfigError(FairseqClearError, ValueError):
     """An augmentation option is invalid; the message names the option."""
 
 

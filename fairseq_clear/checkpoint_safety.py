@@ -18,34 +18,19 @@ import pickle
 import re
 import zipfile
 
-import numpy as np
 import torch
+
+from .allowlist import SAFE_GLOBALS, allow_fairseq_checkpoints  # noqa: F401  (re-exported)
+from .errors import FairseqClearError
 
 logger = logging.getLogger(__name__)
 
 
-def _numpy_scalar_globals():
-    classes = [np.dtype, np.core.multiarray.scalar]
-    dtypes = getattr(np, "dtypes", None)
-    if dtypes is not None:
-        for name in (
-            "Float64DType", "Float32DType", "Float16DType",
-            "Int64DType", "Int32DType", "BoolDType",
-        ):
-            if hasattr(dtypes, name):
-                classes.append(getattr(dtypes, name))
-    return classes
-
-
-#: Plain-data classes found in fairseq checkpoints; nothing here can run code on load.
-SAFE_GLOBALS = [argparse.Namespace] + _numpy_scalar_globals()
-
-
-class UnsafeCheckpointError(pickle.UnpicklingError):
+class UnsafeCheckpointError(FairseqClearError, pickle.UnpicklingError):
     """A checkpoint needs a class outside the allow-list to load; it was not loaded."""
 
 
-class CorruptCheckpointError(RuntimeError):
+class CorruptCheckpointError(FairseqClearError, RuntimeError):
     """A checkpoint file is truncated or damaged (e.g. copied or written when a run was killed)."""
 
 
@@ -114,11 +99,6 @@ def verify_integrity(path) -> None:
             )
 
 
-def allow_fairseq_checkpoints():
-    """Add :data:`SAFE_GLOBALS` to torch's ``weights_only`` allow-list (idempotent)."""
-    torch.serialization.add_safe_globals(SAFE_GLOBALS)
-
-
 @contextlib.contextmanager
 def load_errors_named(path):
     """Turn a refused pickle or a damaged file met while loading ``path`` into errors naming it."""
@@ -130,6 +110,21 @@ def load_errors_named(path):
         if _looks_corrupt(path, e):
             raise _corrupt(path, e) from None
         raise
+
+
+def checked(load, path, *args, **kwargs):
+    """``load(path, *args, **kwargs)`` (fairseq's ``load_checkpoint_to_cpu``) once ``path`` passed
+    the checks: CRC-32 integrity, then the config (:func:`check_checkpoint_config`) read without
+    its tensors; the load itself with the allow-list and ``weights_only=True`` forced whatever
+    the environment says. A refusal or a damaged file raises an error naming ``path``."""
+    from fairseq.file_io import PathManager
+
+    allow_fairseq_checkpoints()
+    with load_errors_named(path), _forced_weights_only():
+        local = PathManager.get_local_path(path)
+        verify_integrity(local)
+        check_checkpoint_config(_peek_state(local), path)
+        return load(path, *args, **kwargs)
 
 
 def safe_load(path, map_location="cpu"):
@@ -194,7 +189,7 @@ ACCEPTED_BPE = frozenset({"sentencepiece", "gpt2", "bert"})
 _NODE_REFERENCE = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_.]*\}")
 
 
-class UnsupportedCheckpointError(ValueError):
+class UnsupportedCheckpointError(FairseqClearError, ValueError):
     """A checkpoint's config names a model, task or setting this package does not load."""
 
 

@@ -28,9 +28,10 @@ from dataclasses import dataclass
 from typing import Tuple
 
 import numpy as np
+from .errors import FairseqClearError
 
 
-class SpanSamplingError(ValueError):
+class SpanSamplingError(FairseqClearError, ValueError):
     """A span-sampling option is invalid, or a document is too short; the message names the option."""
 
 

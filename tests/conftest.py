@@ -31,3 +31,13 @@ def hub(ckpt):
 
     checkpoint, data = ckpt
     return ClearRobertaModel.from_pretrained(checkpoint.parent, checkpoint.name, data)
+
+
+@pytest.fixture
+def plugin_run():
+    """The test drives fairseq's trainer or loaders itself, as a fairseq-clear run does: the plugin's
+    fixes to fairseq act (fairseq_fixes/scope.py; fairseq-train enters the scope in call_main)."""
+    from fairseq_clear.fairseq_fixes import scope
+
+    with scope.entered():
+        yield

@@ -122,7 +122,8 @@ def test_a_sentencepiece_model_that_does_not_match_dict_txt_is_refused(ckpt, tmp
     words = lambda: " ".join("".join(rng.choice("qxzjkvwy") for _ in range(rng.randint(3, 8))) for _ in range(6))  # noqa: E731
     other = make_binarized(tmp_path / "other", [words() for _ in range(300)], [words() for _ in range(10)],
                            vocab_size=120)
-    with pytest.raises(HubLoadError, match="does not match the dictionary") as info:
+    with pytest.raises(HubLoadError, match="do not belong together") as info:
         ClearRobertaModel.from_pretrained(str(checkpoint.parent), checkpoint.name, str(data),
                                           sentencepiece_model=str(other / "sentencepiece.model"))
     assert str(other / "sentencepiece.model") in str(info.value)
+    assert str(data / "dict.txt") in str(info.value)

@@ -179,7 +179,9 @@ def _one_update(tiny_data, micro_batches, *extra, monkeypatch):
     trainer = Trainer(cfg, task, model, criterion)
     dataset = task.dataset("train")
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
-    with metrics.aggregate(new_root=True) as agg:
+    from fairseq_clear.fairseq_fixes import scope
+
+    with metrics.aggregate(new_root=True) as agg, scope.entered():  # as in fairseq-train of our task
         trainer.train_step([dataset.collater([dataset[i] for i in ids]) for ids in micro_batches])
     grads = {n: before[n] - p.detach() for n, p in model.named_parameters()}
     return agg.get_smoothed_values(), grads

@@ -150,7 +150,7 @@ def test_bf16_training_with_chunks_resumes_bit_exactly(tiny_data, tmp_path):
 
 
 @pytest.mark.parametrize("flat", [False, True])
-def test_fp16_optimizer_state_carries_the_fp32_master_weights(flat):
+def test_fp16_optimizer_state_carries_the_fp32_master_weights(flat, plugin_run):
     """fairseq_fixes/mixed_precision_resume.py: a resumed FP16Optimizer continues from the saved
     fp32 masters and loss-scaler counters, not from the half weights' rounding (fairseq's flat
     buffer is built by hand on the CPU here, keyed by the parameters' device index as fairseq keys

@@ -172,7 +172,7 @@ def test_criterion_on_a_batch_of_one_sentence(tiny_data):
     assert grads and all(torch.isfinite(g).all() for g in grads)
 
 
-def test_nan_loss_stops_the_trainer_before_the_weights(tiny_data, tmp_path, monkeypatch, caplog):
+def test_nan_loss_stops_the_trainer_before_the_weights(tiny_data, tmp_path, monkeypatch, caplog, plugin_run):
     """On CPU in fp32 fairseq raises FloatingPointError('gradients are Nan/Inf') and runs its
     NanDetector; the optimizer step is not taken, so no NaN reaches the weights."""
     from fairseq.trainer import Trainer

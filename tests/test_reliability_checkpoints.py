@@ -1,6 +1,7 @@
 """Safe checkpoint loading: a checkpoint whose pickle would run code is refused, by name,
-everywhere the plugin loads one, and the code does not run; real checkpoints load with
-weights_only=True; a truncated checkpoint gives a clear error; copies are atomic.
+everywhere the plugin loads one (a fairseq-clear run's loads through fairseq's loaders, the
+hub, the CLIs), and the code does not run; real checkpoints load with weights_only=True; a
+truncated checkpoint gives a clear error; copies are atomic.
 """
 
 import argparse
@@ -15,7 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
-import fairseq_clear  # noqa: F401  (patches fairseq's loader)
+import fairseq_clear  # noqa: F401
 from fairseq import checkpoint_utils
 from fairseq_clear.checkpoint_safety import (
     CorruptCheckpointError,
@@ -80,7 +81,7 @@ def test_crafted_payload_really_runs_code_without_weights_only(trained, tmp_path
 @pytest.mark.parametrize("where", ["args", "model", "extra_state"])
 @pytest.mark.parametrize("payload", ["os.system", "builtins.exec", "builtins.open"])
 def test_checkpoint_utils_refuses_and_runs_nothing(trained, tmp_path, monkeypatch, payload,
-                                                   where, legacy):
+                                                   where, legacy, plugin_run):
     # even with the environment asking torch for unsafe loading
     monkeypatch.setenv("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
     marker = tmp_path / "ran"
@@ -168,7 +169,7 @@ def test_other_clis_refuse_crafted_checkpoint(trained, tiny_data, tmp_path, cli)
     assert not marker.exists()
 
 
-def test_real_checkpoint_loads_with_weights_only_forced(trained, monkeypatch):
+def test_real_checkpoint_loads_with_weights_only_forced(trained, monkeypatch, plugin_run):
     """fairseq's loader passes no weights_only; the plugin forces it on, whatever the environment."""
     monkeypatch.setenv("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
     seen = []
@@ -231,7 +232,7 @@ def test_plugin_never_loads_pickles_unsafely():
     assert not problems, "\n".join(problems)
 
 
-def test_truncated_checkpoint_last_gives_a_clear_error(trained, tiny_data, tmp_path):
+def test_truncated_checkpoint_last_gives_a_clear_error(trained, tiny_data, tmp_path, plugin_run):
     save = tmp_path / "save"
     save.mkdir()
     data = trained.read_bytes()
@@ -245,7 +246,7 @@ def test_truncated_checkpoint_last_gives_a_clear_error(trained, tiny_data, tmp_p
     assert logged(proc.stdout) == []
 
 
-def test_copy_to_checkpoint_last_is_atomic(tmp_path, monkeypatch):
+def test_copy_to_checkpoint_last_is_atomic(tmp_path, monkeypatch, plugin_run):
     """A copy interrupted half-way leaves the previous checkpoint_last.pt intact."""
     src, dst = tmp_path / "checkpoint_1_8.pt", tmp_path / "checkpoint_last.pt"
     src.write_bytes(b"new" * 1000)

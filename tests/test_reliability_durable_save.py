@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-import fairseq_clear  # noqa: F401  (applies the fixes)
+import fairseq_clear  # noqa: F401
 from fairseq import checkpoint_utils
 from fairseq_clear.checkpoint_safety import CorruptCheckpointError, safe_load, zip_damage
 from fairseq_clear.fairseq_fixes import durable_save, save_dir_lock
@@ -40,7 +40,7 @@ def _failing_save(monkeypatch, failures=1):
     monkeypatch.setattr(torch, "save", save)
 
 
-def test_fairseqs_own_retry_writes_a_corrupt_file_ours_does_not(tmp_path, monkeypatch):
+def test_fairseqs_own_retry_writes_a_corrupt_file_ours_does_not(tmp_path, monkeypatch, plugin_run):
     """The bug, in fairseq's function itself, and the fix on the same fault."""
     monkeypatch.setattr("time.sleep", lambda s: None)
     original = checkpoint_utils.torch_persistent_save.__wrapped__
@@ -56,7 +56,7 @@ def test_fairseqs_own_retry_writes_a_corrupt_file_ours_does_not(tmp_path, monkey
     assert sorted(os.listdir(tmp_path)) == ["fairseq.pt", "ours.pt"]  # no temporary files left
 
 
-def test_a_save_that_keeps_failing_never_replaces_the_good_file(tmp_path, monkeypatch):
+def test_a_save_that_keeps_failing_never_replaces_the_good_file(tmp_path, monkeypatch, plugin_run):
     monkeypatch.setattr("time.sleep", lambda s: None)
     good = {"w": torch.ones(3)}
     target = tmp_path / "checkpoint_last.pt"
@@ -150,18 +150,3 @@ def test_a_flipped_bit_is_caught_at_load(tiny_data, tmp_path):
         ClearRobertaModel.from_pretrained(str(save), "checkpoint_last.pt", str(tiny_data))
     proc = _train(tiny_data, save, check=False)  # resume refuses it too
     assert proc.returncode != 0 and "CRC-32" in proc.stdout
-
-
-def test_each_fix_warns_on_another_fairseq_release(monkeypatch):
-    from fairseq_clear.fairseq_fixes import FIXES, _version
-
-    monkeypatch.setattr(_version, "installed_fairseq_version", lambda: "9.9.9")
-    monkeypatch.setattr(_version, "_warned", set())
-    import importlib
-
-    for name in FIXES:
-        module = importlib.import_module(f"fairseq_clear.fairseq_fixes.{name}")
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            module.apply()
-        assert any(module.__name__ in str(w.message) and "9.9.9" in str(w.message) for w in caught), name

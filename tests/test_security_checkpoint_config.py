@@ -82,20 +82,20 @@ KINDS = {
 }
 
 
-def test_without_the_check_the_config_really_runs_code(trained, tiny_data, tmp_path, monkeypatch):
+def test_without_the_check_the_config_really_runs_code(trained, tiny_data, tmp_path, monkeypatch, plugin_run):
     """The threat is real: with the check switched off, fairseq's builder runs the payload."""
     marker = tmp_path / "ran"
     evil = crafted(trained, tmp_path / "evil.pt", marker, "fconv_lm")
-    from fairseq_clear.fairseq_fixes import safe_checkpoint_loading
+    from fairseq_clear import checkpoint_safety
 
-    monkeypatch.setattr(safe_checkpoint_loading, "check_checkpoint_config", lambda state, path: None)
+    monkeypatch.setattr(checkpoint_safety, "check_checkpoint_config", lambda state, path: None)
     with pytest.raises(Exception):
         checkpoint_utils.load_model_ensemble_and_task([str(evil)], arg_overrides={"data": str(tiny_data)})
     assert marker.exists(), "the crafted config did not run: this test no longer shows the threat"
 
 
 @pytest.mark.parametrize("kind", sorted(KINDS))
-def test_fairseq_loader_refuses_before_building(trained, tiny_data, tmp_path, kind):
+def test_fairseq_loader_refuses_before_building(trained, tiny_data, tmp_path, kind, plugin_run):
     marker = tmp_path / "ran"
     evil = crafted(trained, tmp_path / "evil.pt", marker, kind)
     field, value = KINDS[kind]

@@ -1,0 +1,25 @@
+"""The console scripts: a thin ``main`` each, over library code (the library never imports cli).
+
+Every ``main`` is wrapped by :func:`command`: an error the package raises for a user's option,
+input or file (a :class:`~fairseq_clear.errors.FairseqClearError`) ends the command with one
+``error:`` line on stderr and exit status 2, not a traceback.
+"""
+
+import functools
+import sys
+
+from ..errors import FairseqClearError
+
+
+def command(main):
+    """``main(argv=None)`` with the package's errors turned into one ``error:`` line (status 2)."""
+
+    @functools.wraps(main)
+    def wrapper(*args, **kwargs):
+        try:
+            return main(*args, **kwargs)
+        except FairseqClearError as e:
+            print(f"error: {e}", file=sys.stderr)
+            sys.exit(2)
+
+    return wrapper

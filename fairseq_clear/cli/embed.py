@@ -21,6 +21,8 @@ import numpy as np
 import torch
 
 from .hub_args import add_checkpoint_args, add_embedding_args, fail, load_hub, setup_logging
+from ..errors import FairseqClearError
+from . import command
 
 logger = logging.getLogger("clear-embed")
 
@@ -98,7 +100,7 @@ def check_output_path(path: str, option: str) -> str:
     return path
 
 
-class OutputError(ValueError):
+class OutputError(FairseqClearError, ValueError):
     """An output path cannot be written; the message names the option."""
 
 
@@ -208,6 +210,7 @@ def _ends_with_newline(path):
         return f.read(1) == b"\n"
 
 
+@command
 def main(argv=None):
     setup_logging()
     args = get_parser().parse_args(argv)

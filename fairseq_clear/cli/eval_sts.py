@@ -22,6 +22,7 @@ import sys
 
 
 from .hub_args import add_checkpoint_args, add_embedding_args, fail, load_hub, setup_logging
+from . import command
 
 logger = logging.getLogger("clear-eval-sts")
 
@@ -260,6 +261,7 @@ def write_json(path, data):
         f.write("\n")
 
 
+@command
 def main(argv=None):
     setup_logging()
     args = get_parser().parse_args(argv)

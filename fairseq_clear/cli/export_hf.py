@@ -14,6 +14,7 @@ from ..export.hf import CHECK_SENTENCES, ExportError, export
 from ..export.model_card import read_sts_table
 from ..export.output_dir import OutputDirError, check_output_dir
 from .hub_args import add_checkpoint_args, fail, load_hub, setup_logging
+from . import command
 
 
 def get_parser():
@@ -53,6 +54,7 @@ def get_parser():
     return parser
 
 
+@command
 def main(argv=None):
     setup_logging()
     args = get_parser().parse_args(argv)

@@ -19,8 +19,10 @@ from ..evaluation.glue import (
     split_task,
     summarize,
 )
+from . import command
 
 
+@command
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="clear-glue", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)

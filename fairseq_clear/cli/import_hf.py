@@ -9,6 +9,7 @@ import os
 from ..export.from_hf import ImportHfError, import_hf
 from ..export.output_dir import OutputDirError
 from .hub_args import fail, setup_logging
+from . import command
 
 
 def get_parser():
@@ -27,6 +28,7 @@ def get_parser():
     return p
 
 
+@command
 def main(argv=None):
     setup_logging()
     args = get_parser().parse_args(argv)

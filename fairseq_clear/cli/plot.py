@@ -11,6 +11,7 @@ import os
 
 from ..evaluation.training_log import TrainingLogError, curves, plot_curves, read_log
 from .hub_args import fail
+from . import command
 
 
 def get_parser():
@@ -21,6 +22,7 @@ def get_parser():
     return p
 
 
+@command
 def main(argv=None):
     args = get_parser().parse_args(argv)
     try:

@@ -10,8 +10,10 @@ from typing import Optional, Sequence
 
 from ..preprocessing.common import PrepareError
 from ..preprocessing.pipeline import add_args, format_summary, prepare
+from . import command
 
 
+@command
 def main(argv: Optional[Sequence[str]] = None):
     parser = argparse.ArgumentParser(
         prog="clear-prepare",

@@ -10,6 +10,7 @@ import sys
 
 from ..preprocessing.common import PrepareError
 from ..preprocessing.pairs import FORMATS, prepare, print_report
+from . import command
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -51,6 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+@command
 def main(argv=None):
     logging.basicConfig(format="%(asctime)s | %(levelname)s | %(name)s | %(message)s",
                         level=logging.INFO, stream=sys.stderr)

@@ -17,12 +17,14 @@ from ..preprocessing.synonym_tables import (
     coverage,
     parse_pos,
 )
+from . import command
 
 
 def _print(obj):
     print(json.dumps(obj, indent=2, ensure_ascii=False))
 
 
+@command
 def main(argv: Optional[Sequence[str]] = None):
     parser = argparse.ArgumentParser(
         prog="clear-synonyms",

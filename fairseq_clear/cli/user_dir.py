@@ -5,6 +5,7 @@ fairseq imports a user dir by path, so an installed plugin is used as
 """
 
 import importlib.util
+from . import command
 
 
 def path() -> str:
@@ -13,6 +14,7 @@ def path() -> str:
     return list(spec.submodule_search_locations)[0]
 
 
+@command
 def main():
     print(path())
 

@@ -11,8 +11,10 @@ from typing import Optional, Sequence
 from ..preprocessing.common import PrepareError
 from ..preprocessing.synonym_tables import parse_pos
 from ..preprocessing.wordnet_corpus import PREPARE_ARGS, build_wordnet_corpus
+from . import command
 
 
+@command
 def main(argv: Optional[Sequence[str]] = None):
     parser = argparse.ArgumentParser(
         prog="python -m fairseq_clear.cli.wordnet_corpus",

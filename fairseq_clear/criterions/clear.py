@@ -158,8 +158,8 @@ class ClearCriterion(FairseqCriterion):
             )
         # --bf16 alone runs on the GPU or CPU (fairseq_fixes/bf16_without_tpu.py)
         if tpu and importlib.util.find_spec("torch_xla") is None:
-            implied = (" (fairseq's argument parsing turns --bf16 into --tpu; fairseq-train's start-up "
-                       "undoes that unless --tpu was given)") if cfg.bf16 is True else ""
+            implied = (" (fairseq's argument parsing turns --bf16 into --tpu; a fairseq-clear run's "
+                       "start-up undoes that unless --tpu was given)") if cfg.bf16 is True else ""
             raise ValueError(f"--tpu{implied} needs torch_xla, which is not installed; leave out --tpu "
                              "(--bf16 trains in bfloat16 on the GPU or CPU without it)")
         world_size = _runtime_world_size(cfg.world_size)

@@ -9,9 +9,10 @@ import os
 
 import numpy as np
 from fairseq.data import data_utils
+from ..errors import FairseqClearError
 
 
-class BinarizedDataError(ValueError):
+class BinarizedDataError(FairseqClearError, ValueError):
     """A binarized split is missing, damaged or does not fit the dictionary; the message names the file."""
 
 

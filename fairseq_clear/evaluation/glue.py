@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional
 
 import numpy as np
+from ..errors import FairseqClearError
 
 
 @dataclass(frozen=True)
@@ -79,7 +80,7 @@ REPORT_FLAGS = {"acc_and_f1": "--report-acc-and-f1", "mcc": "--report-mcc",
                 "pearson_and_spearman": "--report-pearson-and-spearman", "accuracy": ""}
 
 
-class GlueDataError(ValueError):
+class GlueDataError(FairseqClearError, ValueError):
     """A GLUE file is missing or malformed; the message names file and line."""
 
 

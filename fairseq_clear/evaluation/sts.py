@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence
 
 import numpy as np
+from ..errors import FairseqClearError
 
 logger = logging.getLogger(__name__)
 
@@ -46,7 +47,7 @@ TASK_DIRS = {**{year: f"{year}-en-test" for year in STS_YEARS}, "STS-B": "STSBen
 SENTEVAL_COPY_DIR = "senteval_tokenized_lowercased"
 
 
-class STSFormatError(ValueError):
+class STSFormatError(FairseqClearError, ValueError):
     """An STS file has malformed lines; the message gives file and line numbers."""
 
 

@@ -28,6 +28,7 @@ from fairseq import metrics
 from ..vocabulary import DictionaryEncoder
 from ..models.inference import SentencepieceTokenizer, check_pooling, cosine_rows, embed_tokens
 from .sts import read_sts_benchmark, spearman
+from ..errors import FairseqClearError
 
 logger = logging.getLogger(__name__)
 
@@ -56,7 +57,7 @@ def resolve_sts_validation_path(path: str) -> str:
     return path
 
 
-class StsValidationConfigError(ValueError):
+class StsValidationConfigError(FairseqClearError, ValueError):
     """An --sts-validation option is invalid; the message names it."""
 
 

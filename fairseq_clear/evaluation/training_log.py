@@ -8,6 +8,7 @@ mode (loss, mlm_loss, cl_loss, cl_acc) over updates and, when the run validated 
 import json
 import os
 from typing import Dict, List, Optional, Sequence
+from ..errors import FairseqClearError
 
 #: what is plotted when present, with its axis title
 CURVES = {
@@ -19,7 +20,7 @@ CURVES = {
 }
 
 
-class TrainingLogError(ValueError):
+class TrainingLogError(FairseqClearError, ValueError):
     """A log has no fairseq JSON records; the message names the file."""
 
 

@@ -36,6 +36,7 @@ import torch
 
 from ..vocabulary import BERT_SPECIALS, DEL_SYMBOL, FAIRSEQ_SPECIALS
 from .output_dir import staged_output
+from ..errors import FairseqClearError
 
 logger = logging.getLogger(__name__)
 
@@ -48,7 +49,7 @@ ROBERTA_SPECIALS = FAIRSEQ_SPECIALS
 FAIRSEQ_RESERVED = FAIRSEQ_SPECIALS + (DEL_SYMBOL,)
 
 
-class ImportHfError(ValueError):
+class ImportHfError(FairseqClearError, ValueError):
     """The model directory cannot be imported; the message names the file."""
 
 

@@ -13,12 +13,13 @@ import json
 import os
 import shutil
 import tempfile
+from ..errors import FairseqClearError
 
 #: the list of entries an export wrote, so that a later --overwrite replaces only those
 MANIFEST = "export_manifest.json"
 
 
-class OutputDirError(ValueError):
+class OutputDirError(FairseqClearError, ValueError):
     """The output directory cannot be used as asked; the message names it."""
 
 

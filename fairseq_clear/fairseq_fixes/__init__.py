@@ -1,31 +1,46 @@
-"""The fairseq fixes, one per file, applied once when the plugin is imported.
+"""Fixes to fairseq's behaviour that act only inside a fairseq-clear run.
 
-Each module states the fairseq behaviour it changes and the fairseq release it
-was written for (``WRITTEN_FOR``); on another release it warns, naming itself.
-A new fix goes into a new module here with an ``apply()``, listed in FIXES.
+One fix per module. Each states in its docstring the fairseq behaviour it changes and
+``WRITTEN_FOR``, the fairseq release it was written and tested against; a module that
+wraps a fairseq function has ``install()``, whose wrapper is fairseq's own function unless
+``scope.active()`` (a run whose config names one of the plugin's tasks, criterions or models:
+see scope.py). Other tasks in the same process therefore get fairseq unchanged.
+
+The list of fixes is this package's modules (a new fix is a new file). On another fairseq
+release a fix is not used and one warning names it (``_version.applies``); a ``REQUIRED``
+one makes the plugin's runs refuse to start instead.
 """
 
 import importlib
+import pkgutil
 
-#: applied in this order (the loader first: nothing is read before it is safe)
-FIXES = (
-    "safe_checkpoint_loading",
-    "durable_save",
-    "atomic_checkpoint_copy",
-    "save_dir_lock",
-    "finished_run",
-    "restore_tokenizer_check",
-    "nan_detector",
-    "cpu_torchrun",
-    "cpu_ddp",
-    "heartbeat_timeout",
-    "prefetch_threads",
-    "update_group",
-    "bf16_without_tpu",
-    "mixed_precision_resume",
-)
+from . import _patching
+from ._version import applies
+
+#: modules here that are not fixes
+_NOT_FIXES = {"scope"}
 
 
-def apply():
-    for name in FIXES:
-        importlib.import_module(f"{__name__}.{name}").apply()
+def modules() -> list:
+    """Every fix module, in name order."""
+    names = sorted(info.name for info in pkgutil.iter_modules(__path__)
+                   if not info.name.startswith("_") and info.name not in _NOT_FIXES)
+    return [importlib.import_module(f"{__name__}.{name}") for name in names]
+
+
+def install() -> None:
+    """Install every fix written for the installed fairseq (idempotent)."""
+    for module in modules():  # every one is decided (and named, when it does not apply) now
+        if applies(module) and hasattr(module, "install"):
+            module.install()
+
+
+def uninstall() -> None:
+    """Put every fairseq attribute a fix replaced back as fairseq had it."""
+    _patching.restore_all()
+
+
+def missing_required() -> list:
+    """What a required fix that is not used on this fairseq release leaves unsafe."""
+    return [f"{m.__name__} ({m.REQUIRED})" for m in modules()
+            if getattr(m, "REQUIRED", None) and not applies(m)]

@@ -1,10 +1,16 @@
-"""Each fix names the fairseq release it was written for; another release gets a warning naming the fix."""
+"""Each fix names the fairseq release it was written for; on another release it is not used.
+
+fairseq's internals (the functions a fix wraps, the state it reads) change between releases,
+so a fix is installed only on the release it was written and tested against. Otherwise one
+warning names it; a fix marked ``REQUIRED`` makes the plugin's runs refuse to start instead
+(``scope.entered``), since running without it would be unsafe.
+"""
 
 import logging
 import warnings
 
 logger = logging.getLogger(__name__)
-_warned = set()
+_decided = {}  # module name -> whether it applies
 
 
 def installed_fairseq_version() -> str:
@@ -23,16 +29,23 @@ def installed_fairseq_version() -> str:
     return getattr(fairseq, "__version__", "unknown")
 
 
-def check_version(fix: str, written_for: str) -> bool:
-    """True when the installed fairseq is the release ``fix`` was written for; warns once otherwise."""
-    installed = installed_fairseq_version()
-    if installed == written_for:
-        return True
-    if fix not in _warned:
-        _warned.add(fix)
-        warnings.warn(
-            f"{fix} was written for fairseq {written_for} but fairseq {installed} is installed: "
-            "check that the behaviour it fixes is still there (see the module's docstring)",
-            stacklevel=2,
-        )
-    return False
+def applies(module) -> bool:
+    """Whether the fix in ``module`` is used with the installed fairseq (warns once when not)."""
+    name = module.__name__
+    if name not in _decided:
+        installed = installed_fairseq_version()
+        _decided[name] = installed == module.WRITTEN_FOR
+        if not _decided[name]:
+            consequence = ("fairseq-clear's runs refuse to start without it"
+                           if getattr(module, "REQUIRED", False) else "it is not applied")
+            warnings.warn(
+                f"{name} was written for fairseq {module.WRITTEN_FOR} but fairseq {installed} is "
+                f"installed: {consequence} (its docstring says what it fixes)",
+                stacklevel=2,
+            )
+    return _decided[name]
+
+
+def forget() -> None:
+    """Decide again (tests that pretend another fairseq release)."""
+    _decided.clear()

@@ -5,14 +5,16 @@ which truncates the target first: a kill during that copy leaves no intact
 ``checkpoint_last.pt``. Copies here go to a temporary name of this process, are
 fsync'ed and checked (same size, complete zip with matching CRC-32s) and only then
 renamed over the target, so it is always the old or the new file, never half.
+Outside a fairseq-clear run (scope.py) fairseq's own ``PathManager.copy``.
 """
 
 import logging
 import os
 import shutil
 
+from . import _patching, scope
 from ._durable_io import fsync_dir, fsync_file, is_zip, own_temp_name, remove_own, zip_damage
-from ._version import check_version
+from ..errors import FairseqClearError
 
 logger = logging.getLogger(__name__)
 
@@ -20,7 +22,7 @@ logger = logging.getLogger(__name__)
 WRITTEN_FOR = "0.12.3.1"
 
 
-class CheckpointCopyError(OSError):
+class CheckpointCopyError(FairseqClearError, OSError):
     """A copy did not reproduce its source; the target was left as it was."""
 
 
@@ -41,22 +43,20 @@ def atomic_copy(src_path, dst_path) -> None:
         remove_own(tmp)
 
 
-def apply():
+def install():
     from fairseq import checkpoint_utils
 
-    check_version(__name__, WRITTEN_FOR)
-    base = checkpoint_utils.PathManager
-    if getattr(base, "_clear_atomic_copy", False):
-        return
+    def make(base):
+        class AtomicCopyPathManager(base):
+            @staticmethod
+            def copy(src_path, dst_path, overwrite=False):
+                if (not scope.active() or not base.supports_rename(dst_path)
+                        or (not overwrite and os.path.exists(dst_path))):
+                    return base.copy(src_path, dst_path, overwrite=overwrite)
+                atomic_copy(src_path, dst_path)
+                return True
 
-    class AtomicCopyPathManager(base):
-        _clear_atomic_copy = True
+        return AtomicCopyPathManager
 
-        @staticmethod
-        def copy(src_path, dst_path, overwrite=False):
-            if not base.supports_rename(dst_path) or (not overwrite and os.path.exists(dst_path)):
-                return base.copy(src_path, dst_path, overwrite=overwrite)
-            atomic_copy(src_path, dst_path)
-            return True
-
-    checkpoint_utils.PathManager = AtomicCopyPathManager
+    # checkpoint_utils' own name for iopath's PathManager: fairseq copies checkpoints through it
+    _patching.replace(checkpoint_utils, "PathManager", make)

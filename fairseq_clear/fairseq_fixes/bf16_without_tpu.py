@@ -4,9 +4,10 @@ fairseq 0.12's command line makes ``--bf16`` imply ``--tpu`` (``options.parse_ar
 so without torch_xla every ``--bf16`` run fails importing it, although fairseq's trainer and
 FP16Optimizer support bfloat16 on CUDA and CPU (hydra configs reach them, since they never
 set ``tpu``). When torch_xla is not installed and ``--tpu`` was not on the command line, the
-implied ``--tpu`` is taken back before training starts; an explicit ``--tpu`` (or hydra's
-``common.tpu=``) is left alone. Code that parses fairseq's arguments itself and calls
-``call_main`` with ``--tpu`` in its own list (not ``sys.argv``) gets bf16 without TPU.
+implied ``--tpu`` is taken back before a fairseq-clear run starts (run.py); an explicit
+``--tpu`` (or hydra's ``common.tpu=``) is left alone. Code that parses fairseq's arguments
+itself and calls ``call_main`` with ``--tpu`` in its own list (not ``sys.argv``) gets bf16
+without TPU. Other runs keep fairseq's meaning of --bf16.
 """
 
 import argparse
@@ -16,8 +17,6 @@ import sys
 
 import torch
 from omegaconf import DictConfig
-
-from ._version import check_version
 
 logger = logging.getLogger(__name__)
 
@@ -46,23 +45,3 @@ def untie(cfg, argv=None) -> bool:
     logger.info("--bf16 without torch_xla: bfloat16 on %s (fairseq-train's --bf16 implies --tpu)",
                 "the GPU" if torch.cuda.is_available() and not common.cpu else "the CPU")
     return True
-
-
-def patch_call_main():
-    from fairseq.distributed import utils as dist_utils
-
-    original = dist_utils.call_main
-    if getattr(original, "_clear_bf16", False):
-        return
-
-    def call_main(cfg, main, **kwargs):
-        untie(cfg)
-        return original(cfg, main, **kwargs)
-
-    call_main._clear_bf16 = True
-    dist_utils.call_main = call_main
-
-
-def apply():
-    check_version(__name__, WRITTEN_FOR)
-    patch_call_main()

@@ -9,7 +9,7 @@ flushed, fsync'ed and checked (complete zip, every record's CRC-32) before the
 rename; the directory is fsync'ed after it. A failed attempt never touches the
 previous file; after the last one the save fails loudly.
 Limits: ``--write-checkpoints-asynchronously`` and non-local (PathManager)
-destinations keep fairseq's own path.
+destinations keep fairseq's own path. Outside a fairseq-clear run (scope.py) fairseq's own.
 """
 
 import logging
@@ -18,8 +18,9 @@ import time
 
 import torch
 
+from . import _patching, scope
 from ._durable_io import fsync_dir, own_temp_name, remove_own, zip_damage
-from ._version import check_version
+from ..errors import FairseqClearError
 
 logger = logging.getLogger(__name__)
 
@@ -29,7 +30,7 @@ ATTEMPTS = 3
 RETRY_WAIT_S = 2.5
 
 
-class CheckpointWriteError(OSError):
+class CheckpointWriteError(FairseqClearError, OSError):
     """A checkpoint could not be written completely; the previous file was left as it was."""
 
 
@@ -60,20 +61,18 @@ def durable_save(obj, filename, attempts: int = ATTEMPTS, wait_s: float = RETRY_
     ) from last
 
 
-def apply():
+def install():
     from fairseq import checkpoint_utils
     from fairseq.file_io import PathManager
 
-    check_version(__name__, WRITTEN_FOR)
-    original = checkpoint_utils.torch_persistent_save
-    if getattr(original, "_clear_durable", False):
-        return
+    def make(fairseq_save):
+        def torch_persistent_save(obj, filename, async_write: bool = False):
+            if (not scope.active() or async_write or not PathManager.supports_rename(filename)
+                    or "://" in str(filename)):
+                return fairseq_save(obj, filename, async_write=async_write)
+            return durable_save(obj, filename)
 
-    def torch_persistent_save(obj, filename, async_write: bool = False):
-        if async_write or not PathManager.supports_rename(filename) or "://" in str(filename):
-            return original(obj, filename, async_write=async_write)
-        return durable_save(obj, filename)
+        torch_persistent_save.__wrapped__ = fairseq_save
+        return torch_persistent_save
 
-    torch_persistent_save._clear_durable = True
-    torch_persistent_save.__wrapped__ = original
-    checkpoint_utils.torch_persistent_save = torch_persistent_save
+    _patching.replace(checkpoint_utils, "torch_persistent_save", make)

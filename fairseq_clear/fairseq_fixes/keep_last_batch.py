@@ -5,15 +5,18 @@ size is not a multiple of ``--required-batch-size-multiple`` (default 8). The
 indices are sorted by length, so the same longest sentences are left out in
 every epoch, silently; a corpus smaller than the multiple yields no batch at all
 and fairseq reports "The dataset is empty". :func:`keeping_last_batch` puts that
-batch back (its odd size costs nothing but tensor-core alignment) and logs it.
+batch back (its odd size costs nothing but tensor-core alignment) and logs it. It is
+used by the plugin's tasks (``ContrastiveTask.get_batch_iterator``), not patched into fairseq.
 """
 
 import contextlib
 import logging
 
+import sys
+
 import numpy as np
 
-from ._version import check_version
+from ._version import applies
 
 #: the fairseq release this fix was written and tested against
 WRITTEN_FOR = "0.12.3.1"
@@ -25,7 +28,9 @@ logger = logging.getLogger(__name__)
 def keeping_last_batch(dataset):
     """While active, ``dataset.batch_by_size`` drops no index (an instance attribute,
     removed on exit so that the dataset still pickles for DataLoader workers)."""
-    check_version(__name__, WRITTEN_FOR)
+    if not applies(sys.modules[__name__]):
+        yield dataset
+        return
     original = dataset.batch_by_size
 
     def batch_by_size(indices, max_tokens=None, max_sentences=None,

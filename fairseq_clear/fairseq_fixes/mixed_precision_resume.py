@@ -6,13 +6,14 @@ rebuilds the masters from the rounded model weights (and restarts the loss scale
 growth window), so it drifts from the run it continues. The masters (one tensor per
 parameter, whether the buffer is flat or not) and the scaler's counters are saved with
 the optimizer state and restored when they fit; a checkpoint without them loads as before.
+Only in a fairseq-clear run (scope.py): other runs keep fairseq's optimizer state.
 """
 
 import logging
 
 import torch
 
-from ._version import check_version
+from . import _patching, scope
 
 logger = logging.getLogger(__name__)
 
@@ -63,48 +64,48 @@ def _usable_masters(saved, masters):
     return saved
 
 
-def patch_fp16_optimizer():
+def install():
     from fairseq.optim.fp16_optimizer import _FP16OptimizerMixin
 
-    if getattr(_FP16OptimizerMixin, "_clear_resume", False):
-        return
-    original_state, original_load = _FP16OptimizerMixin.state_dict, _FP16OptimizerMixin.load_state_dict
+    def make_state_dict(fairseq_state_dict):
+        def state_dict(self):
+            state = fairseq_state_dict(self)
+            if not scope.active():
+                return state
+            masters = _masters(self)
+            if masters is not None:  # straight to the CPU: no second copy on the device
+                state[MASTERS] = [m.detach().to("cpu", copy=True) for m in masters]
+            if self.scaler is not None:
+                state[SCALER] = {k: getattr(self.scaler, k) for k in SCALER_FIELDS}
+            return state
 
-    def state_dict(self):
-        state = original_state(self)
-        masters = _masters(self)
-        if masters is not None:  # straight to the CPU: no second copy on the device
-            state[MASTERS] = [m.detach().to("cpu", copy=True) for m in masters]
-        if self.scaler is not None:
-            state[SCALER] = {k: getattr(self.scaler, k) for k in SCALER_FIELDS}
-        return state
+        return state_dict
 
-    def load_state_dict(self, state_dict, optimizer_overrides=None):
-        state_dict = dict(state_dict)
-        saved, counters = state_dict.pop(MASTERS, None), state_dict.pop(SCALER, None)
-        masters = _masters(self)
-        usable_masters, usable_counters = _usable_masters(saved, masters), _usable_counters(counters)
-        if saved is not None and usable_masters is None:
-            logger.warning("the checkpoint's fp32 master weights do not fit this model's parameters "
-                           "(number, shapes, float and finite values); they are rebuilt from the "
-                           "model's weights, as fairseq does")
-        if counters is not None and usable_counters is None and self.scaler is not None:
-            logger.warning("the checkpoint's loss-scaler counters are malformed; the scaler's growth "
-                           "window restarts, as fairseq does")
-        original_load(self, state_dict, optimizer_overrides)
-        if usable_counters is not None and self.scaler is not None:
-            for k in SCALER_FIELDS:
-                setattr(self.scaler, k, usable_counters[k])
-        if usable_masters is not None:
-            with torch.no_grad():
-                for master, value in zip(masters, usable_masters):
-                    master.copy_(value)
+    def make_load_state_dict(fairseq_load_state_dict):
+        def load_state_dict(self, state_dict, optimizer_overrides=None):
+            if not scope.active():
+                return fairseq_load_state_dict(self, state_dict, optimizer_overrides)
+            state_dict = dict(state_dict)
+            saved, counters = state_dict.pop(MASTERS, None), state_dict.pop(SCALER, None)
+            masters = _masters(self)
+            usable_masters, usable_counters = _usable_masters(saved, masters), _usable_counters(counters)
+            if saved is not None and usable_masters is None:
+                logger.warning("the checkpoint's fp32 master weights do not fit this model's parameters "
+                               "(number, shapes, float and finite values); they are rebuilt from the "
+                               "model's weights, as fairseq does")
+            if counters is not None and usable_counters is None and self.scaler is not None:
+                logger.warning("the checkpoint's loss-scaler counters are malformed; the scaler's growth "
+                               "window restarts, as fairseq does")
+            fairseq_load_state_dict(self, state_dict, optimizer_overrides)
+            if usable_counters is not None and self.scaler is not None:
+                for k in SCALER_FIELDS:
+                    setattr(self.scaler, k, usable_counters[k])
+            if usable_masters is not None:
+                with torch.no_grad():
+                    for master, value in zip(masters, usable_masters):
+                        master.copy_(value)
 
-    _FP16OptimizerMixin.state_dict = state_dict
-    _FP16OptimizerMixin.load_state_dict = load_state_dict
-    _FP16OptimizerMixin._clear_resume = True
+        return load_state_dict
 
-
-def apply():
-    check_version(__name__, WRITTEN_FOR)
-    patch_fp16_optimizer()
+    _patching.replace(_FP16OptimizerMixin, "state_dict", make_state_dict)
+    _patching.replace(_FP16OptimizerMixin, "load_state_dict", make_load_state_dict)

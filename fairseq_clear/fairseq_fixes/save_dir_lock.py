@@ -1,12 +1,14 @@
-"""One fairseq-train run per --save-dir, and our orphaned temporary files cleaned up.
+"""One fairseq-clear run per --save-dir, and our orphaned temporary files cleaned up.
 
 fairseq lets two runs write the same --save-dir; they overwrite each other's
 checkpoints (and, with fairseq's fixed ``.tmp`` names, each other's half-written
-files). The first rank of a run takes an exclusive ``flock`` on
-``SAVE_DIR/.fairseq_clear.lock`` for its lifetime; a second run stops at start-up
-with an error naming the first (pid, host, start time). Temporary files that this
-package writes (``*.tmp-save-PID-N``, ``*.tmp-copy-PID``) and whose process is gone
-(killed mid-save) are removed then — nothing else is.
+files). In a fairseq-clear run (scope.py) the master rank takes an exclusive ``flock`` on
+``SAVE_DIR/.fairseq_clear.lock`` where fairseq first touches the directory (its write check,
+``verify_checkpoint_directory``, which writes and deletes ``SAVE_DIR/dummy``), and holds it
+until the run ends; a second run stops there with an error naming the first (pid, host,
+start time), before anything in the directory is written or deleted. Temporary files that
+this package writes (``*.tmp-save-PID-N``, ``*.tmp-copy-PID``) and whose process is gone
+(killed mid-save) are removed then; nothing else is. ``--no-save`` runs take no lock.
 Limits: flock is per host; on a network file system shared by several hosts the
 lock may not be seen by the other host.
 """
@@ -19,18 +21,19 @@ import os
 import socket
 import time
 
+from . import _patching, scope
 from ._durable_io import OWN_TEMP, remove_own
-from ._version import check_version
+from ..errors import FairseqClearError
 
 logger = logging.getLogger(__name__)
 
 #: the fairseq release this fix was written and tested against
 WRITTEN_FOR = "0.12.3.1"
 LOCK_NAME = ".fairseq_clear.lock"
-_held = {}  # save_dir -> open lock file, kept for the life of the process
+_held = {}  # save_dir -> open lock file, kept until release()
 
 
-class SaveDirInUseError(RuntimeError):
+class SaveDirInUseError(FairseqClearError, RuntimeError):
     """Another live run holds the --save-dir lock."""
 
 
@@ -61,6 +64,13 @@ def acquire(save_dir) -> None:
     _held[save_dir] = f
 
 
+def release_all() -> None:
+    """Let go of every lock this process holds (the run ended)."""
+    while _held:
+        _, f = _held.popitem()
+        f.close()
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -89,23 +99,17 @@ def remove_stale_temp_files(save_dir) -> list:
     return removed
 
 
-def _is_first_rank(trainer) -> bool:
-    return getattr(trainer, "data_parallel_rank", 0) == 0 and getattr(trainer, "is_data_parallel_master", True)
-
-
-def apply():
+def install():
     from fairseq import checkpoint_utils
 
-    check_version(__name__, WRITTEN_FOR)
-    original = checkpoint_utils.load_checkpoint
-    if getattr(original, "_clear_locked", False):
-        return
+    def make(fairseq_verify):
+        def verify_checkpoint_directory(save_dir: str) -> None:
+            cfg = scope.run_config()
+            if cfg is not None and not cfg.checkpoint.no_save:
+                acquire(save_dir)  # before fairseq writes (and deletes) SAVE_DIR/dummy
+                remove_stale_temp_files(save_dir)
+            return fairseq_verify(save_dir)
 
-    def load_checkpoint(cfg, trainer, **passthrough_args):
-        if not cfg.no_save and _is_first_rank(trainer):
-            acquire(cfg.save_dir)  # before anything in it is read or written
-            remove_stale_temp_files(cfg.save_dir)
-        return original(cfg, trainer, **passthrough_args)
+        return verify_checkpoint_directory
 
-    load_checkpoint._clear_locked = True
-    checkpoint_utils.load_checkpoint = load_checkpoint
+    _patching.replace(checkpoint_utils, "verify_checkpoint_directory", make)

@@ -1,37 +1,30 @@
-"""Tell the task how many micro-batches (``--update-freq``) make up the update.
+"""Tell a fairseq-clear task how many micro-batches (``--update-freq``) make up the update.
 
-fairseq's ``Trainer.train_step(samples)`` calls ``task.train_step`` once per
-micro-batch, and neither the task nor the criterion learns which call is the last
-one of the update (the final group of an epoch can be shorter than --update-freq).
-``--accumulate-contrastive`` needs it: the contrastive loss over all micro-batches is
-computed once, at the last. The trainer itself is unchanged; a task that defines
-``begin_update(n)`` hears ``n = len(samples)`` before the loop.
+fairseq's ``Trainer.train_step(samples)`` calls ``task.train_step`` once per micro-batch, and
+no task hook learns which call is the last one of the update (the final group of an epoch can
+be shorter than --update-freq). ``--accumulate-contrastive`` needs it: the contrastive loss over
+all micro-batches is computed once, at the last. The trainer itself is unchanged; in a
+fairseq-clear run (scope.py) a task that defines ``begin_update(n)`` hears ``n = len(samples)``
+before the loop.
 """
 
-from ._version import check_version
+from . import _patching, scope
 
 #: the fairseq release this fix was written and tested against
 WRITTEN_FOR = "0.12.3.1"
 
 
-def patch_trainer():
-    from fairseq import trainer
+def install():
+    from fairseq.trainer import Trainer
 
-    cls = trainer.Trainer
-    if getattr(cls, "_clear_update_group", False):
-        return
-    original = cls.train_step
+    def make(fairseq_train_step):
+        def train_step(self, samples, raise_oom=False):
+            begin = getattr(self.task, "begin_update", None) if scope.active() else None
+            if begin is not None:
+                begin(len(samples))
+            return fairseq_train_step(self, samples, raise_oom)
 
-    def train_step(self, samples, raise_oom=False):
-        begin = getattr(self.task, "begin_update", None)
-        if begin is not None:
-            begin(len(samples))
-        return original(self, samples, raise_oom)
+        train_step.__wrapped__ = fairseq_train_step
+        return train_step
 
-    cls.train_step = train_step
-    cls._clear_update_group = True
-
-
-def apply():
-    check_version(__name__, WRITTEN_FOR)
-    patch_trainer()
+    _patching.replace(Trainer, "train_step", make)

@@ -35,6 +35,7 @@ from .. import paper_defaults
 from ..vocabulary import APPENDED_SYMBOLS
 from .errors import DictionarySizeError  # noqa: F401  (re-exported)
 from .pooling import HEAD_CHOICES, POOLING_CHOICES, check_head_name, pool  # noqa: F401  (re-exported)
+from ..errors import FairseqClearError
 
 logger = logging.getLogger(__name__)
 
@@ -435,7 +436,7 @@ def reconcile_dictionary_rows(dictionary, state_dict, prefix=""):
         )
 
 
-class EncoderShapeError(ValueError):
+class EncoderShapeError(FairseqClearError, ValueError):
     """The checkpoint's encoder has other sizes than the model built from the options."""
 
 

@@ -1,5 +1,7 @@
 """Errors of the model package, importable without the model (no import cycle)."""
 
+from ..errors import FairseqClearError
 
-class DictionarySizeError(ValueError):
+
+class DictionarySizeError(FairseqClearError, ValueError):
     """A checkpoint's embedding table does not match the size of the dictionary loaded."""

@@ -14,11 +14,12 @@ import sys
 import tempfile
 from contextlib import contextmanager
 from typing import Callable, Dict, Iterable, Iterator, List, Optional
+from ..errors import FairseqClearError
 
 logger = logging.getLogger(__name__)
 
 
-class PrepareError(ValueError):
+class PrepareError(FairseqClearError, ValueError):
     """Bad input or configuration; the message names the option or file."""
 
 

@@ -36,6 +36,7 @@ from fairseq.tasks.masked_lm import MaskedLMConfig, MaskedLMTask
 from ..data.binarized_checks import load_checked
 from ..evaluation.sts_validation import HELP as STS_VALIDATION_HELP, StsValidationMixin
 from ..fairseq_fixes.keep_last_batch import keeping_last_batch
+from ..errors import FairseqClearError
 
 logger = logging.getLogger(__name__)
 
@@ -54,7 +55,7 @@ NOT_HONOURED = (
 )
 
 
-class TaskConfigError(ValueError):
+class TaskConfigError(FairseqClearError, ValueError):
     """A task option or data file is invalid; the message names the option or file."""
 
 
@@ -269,14 +270,14 @@ class ContrastiveTask(StsValidationMixin, MaskedLMTask):
         # right epoch and diverges. A fresh loader per epoch sees set_epoch().
         itr.reuse_dataloader = False
         itr.persistent_workers = False
-        return itr  # its prefetch thread is stopped at exit: fairseq_fixes/prefetch_threads.py
+        return itr
 
     micro_batch = None
     _update_size = None
     _update_index = 0
 
     def begin_update(self, num_micro_batches: int):
-        """Called by fairseq's trainer (fairseq_fixes/update_group.py) before an update's micro-batches."""
+        """Called by fairseq's trainer before an update's micro-batches (fairseq_fixes/update_group.py)."""
         self._update_size, self._update_index = num_micro_batches, 0
 
     def train_step(self, sample, model, criterion, optimizer, update_num, ignore_grad=False):

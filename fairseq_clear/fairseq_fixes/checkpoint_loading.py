@@ -1,0 +1,104 @@
+"""Restoring a fairseq-clear run from a checkpoint: one path, in order.
+
+In a fairseq-clear run (scope.py), fairseq's ``checkpoint_utils.load_checkpoint(cfg, trainer)``
+(resume, ``--restore-file``, ``--finetune-from-model``) does:
+
+1. **same tokenizer**: a checkpoint restored from another directory must come from the
+   tokenizer that made the data when both directories record theirs (``clear_tokenizer.json``);
+   fairseq loads any weights whose shapes fit, so two 32,000-piece vocabularies pass silently;
+2. **safe reading**: fairseq's own loading, with its ``load_checkpoint_to_cpu`` going through
+   ``checkpoint_safety.checked`` (``weights_only=True`` whatever the environment asks, CRC-32s,
+   and the config checked before fairseq builds anything it names);
+3. **finished runs**: a run already at ``--max-update`` exits 0 with one line. fairseq checks
+   ``--max-update`` only after a step, so each restart of a finished run would train one more
+   update, and "killed at any moment, same weights" would not hold.
+
+Outside a fairseq-clear run both functions are fairseq's own (with torch's allow-list of the
+plain-data classes fairseq checkpoints hold, installed by the plugin for every task).
+"""
+
+import functools
+import logging
+import os
+import sys
+
+from . import _patching, scope
+
+logger = logging.getLogger(__name__)
+
+#: the fairseq release this fix was written and tested against
+WRITTEN_FOR = "0.12.3.1"
+#: what the plugin's runs would lose without it (they refuse to start instead)
+REQUIRED = "the safe checkpoint loading of the plugin's training runs"
+
+
+def safe_load_checkpoint_to_cpu(path, *args, **kwargs):
+    """fairseq's ``load_checkpoint_to_cpu`` behind the plugin's checks (any scope: the hub)."""
+    from fairseq import checkpoint_utils
+
+    from ..checkpoint_safety import checked
+
+    return checked(_patching.original(checkpoint_utils, "load_checkpoint_to_cpu"), path, *args, **kwargs)
+
+
+def restored_from(cfg) -> list:
+    """The checkpoints fairseq may start this run from (besides SAVE_DIR/checkpoint_last.pt)."""
+    paths = []
+    if cfg.restore_file and cfg.restore_file != "checkpoint_last.pt":
+        paths.append(cfg.restore_file)
+    if getattr(cfg, "finetune_from_model", None):
+        paths.append(cfg.finetune_from_model)
+    return paths
+
+
+def check_same_tokenizer(cfg, trainer) -> None:
+    from .. import vocabulary
+
+    data = getattr(trainer.task.cfg, "data", None)
+    if not data:
+        return
+    # the first shard (an existing directory with ':' in its name is one path)
+    data_dir = data if os.path.isdir(data) else data.split(":")[0]
+    for path in restored_from(cfg):
+        vocabulary.check_same(data_dir, os.path.dirname(os.path.abspath(path)))
+
+
+def exit_if_finished(cfg, trainer) -> None:
+    max_update = trainer.cfg.optimization.max_update or 0
+    if max_update > 0 and trainer.get_num_updates() >= max_update:
+        logger.info(
+            "nothing to do: the run in %s already reached --max-update %d (at update %d); "
+            "raise --max-update to train further", cfg.save_dir, max_update, trainer.get_num_updates(),
+        )
+        logging.shutdown()
+        sys.exit(0)
+
+
+def install():
+    from fairseq import checkpoint_utils
+
+    def make_load_checkpoint(fairseq_load_checkpoint):
+        @functools.wraps(fairseq_load_checkpoint)
+        def load_checkpoint(cfg, trainer, **passthrough_args):
+            if not scope.active():
+                return fairseq_load_checkpoint(cfg, trainer, **passthrough_args)
+            check_same_tokenizer(cfg, trainer)
+            result = fairseq_load_checkpoint(cfg, trainer, **passthrough_args)  # reads safely: below
+            exit_if_finished(cfg, trainer)
+            return result
+
+        return load_checkpoint
+
+    def make_load_checkpoint_to_cpu(fairseq_load_checkpoint_to_cpu):
+        @functools.wraps(fairseq_load_checkpoint_to_cpu)
+        def load_checkpoint_to_cpu(path, *args, **kwargs):
+            if not scope.active():
+                return fairseq_load_checkpoint_to_cpu(path, *args, **kwargs)
+            from ..checkpoint_safety import checked
+
+            return checked(fairseq_load_checkpoint_to_cpu, path, *args, **kwargs)
+
+        return load_checkpoint_to_cpu
+
+    _patching.replace(checkpoint_utils, "load_checkpoint", make_load_checkpoint)
+    _patching.replace(checkpoint_utils, "load_checkpoint_to_cpu", make_load_checkpoint_to_cpu)

@@ -1,0 +1,62 @@
+"""A fairseq-clear run: fairseq's ``main`` inside the scope where the fixes act.
+
+fairseq-train, fairseq-hydra-train, fairseq-validate and fairseq-eval-lm start their ``main``
+through ``fairseq.distributed.utils.call_main(cfg, main)``. When ``cfg`` names one of the
+plugin's tasks, criterions or models (scope.names_plugin), before fairseq's ``call_main``:
+
+* ``--bf16`` without torch_xla means bfloat16 on the GPU or CPU, not ``--tpu`` (bf16_without_tpu);
+* ``torchrun ... --cpu`` forms one group of workers (cpu_torchrun);
+
+and ``main`` runs, in every process (also those fairseq spawns), inside ``scope.entered(cfg)``;
+when it returns or fails, fairseq's prefetch threads are stopped (prefetch_threads) and the
+--save-dir lock is released (save_dir_lock). For any other config, ``call_main`` is fairseq's.
+"""
+
+import functools
+
+from . import _patching, bf16_without_tpu, cpu_torchrun, prefetch_threads, save_dir_lock, scope
+from ._version import applies
+
+#: the fairseq release this fix was written and tested against
+WRITTEN_FOR = "0.12.3.1"
+
+
+class ScopedMain:
+    """``main(cfg, **kwargs)`` inside the plugin's scope; a class so that fairseq's spawned
+    processes can unpickle it (they import this module, which installs the fixes there too)."""
+
+    def __init__(self, main):
+        self.main = main
+
+    def __call__(self, cfg, **kwargs):
+        with scope.entered(cfg):
+            try:
+                return self.main(cfg, **kwargs)
+            finally:
+                if applies(prefetch_threads):
+                    prefetch_threads.stop_prefetch_threads()
+                save_dir_lock.release_all()
+
+
+def prepare(cfg) -> None:
+    """The config fixes of a fairseq-clear run, before fairseq's call_main reads the config."""
+    if applies(bf16_without_tpu):
+        bf16_without_tpu.untie(cfg)
+    if applies(cpu_torchrun):
+        cpu_torchrun.init_from_torchrun(cfg.distributed_training)
+
+
+def install():
+    from fairseq.distributed import utils as distributed_utils
+
+    def make(fairseq_call_main):
+        @functools.wraps(fairseq_call_main)
+        def call_main(cfg, main, **kwargs):
+            if isinstance(main, ScopedMain) or not scope.names_plugin(cfg):
+                return fairseq_call_main(cfg, main, **kwargs)
+            prepare(cfg)
+            return fairseq_call_main(cfg, ScopedMain(main), **kwargs)
+
+        return call_main
+
+    _patching.replace(distributed_utils, "call_main", make)
