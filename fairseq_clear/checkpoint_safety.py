@@ -21,6 +21,7 @@ import zipfile
 import torch
 
 from .allowlist import SAFE_GLOBALS, allow_fairseq_checkpoints  # noqa: F401  (re-exported)
+from .checkpoint_sizes import check_sizes
 from .errors import FairseqClearError
 
 logger = logging.getLogger(__name__)
@@ -112,19 +113,49 @@ def load_errors_named(path):
         raise
 
 
-def checked(load, path, *args, **kwargs):
+def checked(load, path, *args, allow_nonfinite: bool = False, **kwargs):
     """``load(path, *args, **kwargs)`` (fairseq's ``load_checkpoint_to_cpu``) once ``path`` passed
-    the checks: CRC-32 integrity, then the config (:func:`check_checkpoint_config`) read without
-    its tensors; the load itself with the allow-list and ``weights_only=True`` forced whatever
-    the environment says. A refusal or a damaged file raises an error naming ``path``."""
+    the checks: CRC-32 integrity, then the config (:func:`check_checkpoint_config`) and its sizes
+    (:func:`~fairseq_clear.checkpoint_sizes.check_sizes`) read without the tensors' data; the
+    load itself with the allow-list and ``weights_only=True`` forced whatever the environment
+    says; then the weights must be finite (:func:`check_finite`). A refusal or a damaged file
+    raises an error naming ``path``."""
     from fairseq.file_io import PathManager
 
     allow_fairseq_checkpoints()
     with load_errors_named(path), _forced_weights_only():
         local = PathManager.get_local_path(path)
         verify_integrity(local)
-        check_checkpoint_config(_peek_state(local), path)
-        return load(path, *args, **kwargs)
+        peeked = _peek_state(local)
+        check_checkpoint_config(peeked, path)
+        check_sizes(peeked, path)
+        del peeked
+        state = load(path, *args, **kwargs)
+    check_finite(state.get("model") if isinstance(state, dict) else None, path, allow_nonfinite)
+    return state
+
+
+#: set to 1 to load checkpoints whose weights hold NaN or Inf (to debug a diverged run)
+ALLOW_NONFINITE_ENV = "FAIRSEQ_CLEAR_ALLOW_NONFINITE_WEIGHTS"
+
+
+class NonFiniteWeightsError(FairseqClearError, ValueError):
+    """A checkpoint's weights hold NaN or Inf: every vector computed from them would too."""
+
+
+def check_finite(weights, path, allow: bool = False) -> None:
+    """Refuse ``weights`` (name -> tensor) holding NaN/Inf, naming the first such tensor, unless
+    ``allow`` or the environment variable :data:`ALLOW_NONFINITE_ENV` is 1."""
+    if allow or os.environ.get(ALLOW_NONFINITE_ENV) == "1" or not isinstance(weights, dict):
+        return
+    for name, tensor in weights.items():
+        if torch.is_tensor(tensor) and tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+            nan, inf = int(torch.isnan(tensor).sum()), int(torch.isinf(tensor).sum())
+            raise NonFiniteWeightsError(
+                f"checkpoint '{path}': weight {name} holds {nan} NaN and {inf} Inf values, so every "
+                f"vector computed from it would be NaN; to load it anyway (debugging a diverged run) "
+                f"set {ALLOW_NONFINITE_ENV}=1"
+            )
 
 
 def safe_load(path, map_location="cpu"):

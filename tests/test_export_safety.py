@@ -1,5 +1,6 @@
 """clear-export-hf never deletes what it did not write (issue: it used to rmtree --out)."""
 
+import json
 import os
 import shutil
 
@@ -51,7 +52,8 @@ def test_overwrite_replaces_only_the_previous_exports_files(ckpt, tmp_path):
     stale.write_text("x")
     _export(checkpoint, data, out, "--overwrite", "--pooling", "mean")
     assert (out / "my_notes.txt").read_text() == "mine"
-    assert not stale.exists()
+    assert stale.read_text() == "x"  # not written by an export: never deleted, even inside its folder
+    assert "mean" in (out / "1_Pooling" / "config.json").read_text()  # the new export's own file
     assert SentenceTransformer(str(out), device="cpu").encode("a dog").shape == (128,)
 
 
@@ -71,7 +73,7 @@ def test_a_failed_export_leaves_no_half_written_directory(ckpt, tmp_path):
     checkpoint, data = ckpt
     out = tmp_path / "st"
     # a tolerance nothing can meet: verification fails after the files were written
-    proc = _export(checkpoint, data, out, "--tolerance", "-1", check=False)
+    proc = _export(checkpoint, data, out, "--tolerance", "1e-30", check=False)
     assert proc.returncode == 2 and "differs from the hub" in proc.stdout, proc.stdout[-2000:]
     assert not out.exists()
     assert os.listdir(tmp_path) == []
@@ -84,3 +86,86 @@ def test_bad_out_is_refused_before_loading(ckpt, tmp_path):
     proc = _export(checkpoint, data, afile, check=False)
     assert proc.returncode == 2 and "is not a directory" in proc.stdout
     assert afile.read_text() == "x"
+
+
+# ---- the staging and overwrite rules themselves, with a writer standing in for the export ----
+
+def _write(staging, files):
+    for rel, text in files.items():
+        path = os.path.join(staging, rel)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w") as f:
+            f.write(text)
+
+
+def test_a_manifest_we_did_not_write_cannot_make_overwrite_delete_anything(tmp_path):
+    """An export_manifest.json that lists itself and the user's notes/ (the old format: a list of
+    names read from the directory) made --overwrite delete notes/."""
+    from fairseq_clear.export.output_dir import OutputDirError, staged_output
+
+    out = tmp_path / "out"
+    (out / "notes").mkdir(parents=True)
+    (out / "notes" / "todo.txt").write_text("mine")
+    (out / "export_manifest.json").write_text(json.dumps({"entries": ["notes", "export_manifest.json"]}))
+    with pytest.raises(OutputDirError, match="not an export manifest this version can trust"):
+        with staged_output(out, overwrite=True) as staging:
+            _write(staging, {"config.json": "{}"})
+    # the new format with hashes cannot claim a name the export does not write either
+    (out / "export_manifest.json").write_text(json.dumps({"format": 2, "files": {"notes/todo.txt": "0" * 64}}))
+    with staged_output(out, overwrite=True) as staging:
+        _write(staging, {"config.json": "{}"})
+    assert (out / "notes" / "todo.txt").read_text() == "mine"
+    assert sorted(os.listdir(out)) == ["config.json", "export_manifest.json", "notes"]
+
+
+def test_overwrite_replaces_only_files_whose_content_we_recorded(tmp_path):
+    from fairseq_clear.export.output_dir import OutputDirError, staged_output
+
+    out = tmp_path / "out"
+    with staged_output(out) as staging:
+        _write(staging, {"config.json": "v1", "1_Pooling/config.json": "p1", "old.bin": "o"})
+    with staged_output(out, overwrite=True) as staging:
+        _write(staging, {"config.json": "v2", "1_Pooling/config.json": "p2"})
+    assert (out / "config.json").read_text() == "v2" and (out / "1_Pooling" / "config.json").read_text() == "p2"
+    assert (out / "old.bin").read_text() == "o"  # the previous export's, not rewritten: kept, not deleted
+    (out / "config.json").write_text("edited by the user")
+    with pytest.raises(OutputDirError, match="config.json"):
+        with staged_output(out, overwrite=True) as staging:
+            _write(staging, {"config.json": "v3"})
+    assert (out / "config.json").read_text() == "edited by the user"
+    assert not [p for p in os.listdir(tmp_path) if ".partial-" in p]
+
+
+def test_a_killed_exports_staging_directory_is_removed_by_the_next_one(tmp_path):
+    import subprocess
+    import sys
+    import textwrap
+
+    from fairseq_clear.export.output_dir import staged_output
+
+    out = tmp_path / "out"
+    code = textwrap.dedent(f"""
+        import os, signal
+        from fairseq_clear.export.output_dir import staged_output
+        with staged_output({str(out)!r}) as staging:
+            open(os.path.join(staging, "model.pt"), "wb").write(b"x" * 1000)
+            os.kill(os.getpid(), signal.SIGKILL)
+    """)
+    assert subprocess.run([sys.executable, "-c", code]).returncode == -9
+    left = [p for p in os.listdir(tmp_path) if ".partial-" in p]
+    assert len(left) == 1 and os.path.isfile(tmp_path / left[0] / "model.pt")
+    (tmp_path / ".out.partial-1-mine").mkdir()  # not ours (no marker): never removed
+    with staged_output(out) as staging:
+        _write(staging, {"config.json": "{}"})
+    assert sorted(p for p in os.listdir(tmp_path) if ".partial-" in p) == [".out.partial-1-mine"]
+    assert sorted(os.listdir(out)) == ["config.json", "export_manifest.json"]
+
+
+def test_out_may_be_a_symlink_to_an_empty_directory(tmp_path):
+    from fairseq_clear.export.output_dir import staged_output
+
+    (tmp_path / "real").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    with staged_output(tmp_path / "link") as staging:
+        _write(staging, {"config.json": "{}"})
+    assert (tmp_path / "real" / "config.json").read_text() == "{}" and (tmp_path / "link").is_symlink()

@@ -23,3 +23,17 @@ def command(main):
             sys.exit(2)
 
     return wrapper
+
+
+def positive_float(text: str) -> float:
+    """argparse type: a finite number > 0 (``nan`` and ``inf`` would make any check pass)."""
+    import argparse
+    import math
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"{text!r} must be finite and > 0")
+    return value

@@ -14,7 +14,7 @@ from ..export.hf import CHECK_SENTENCES, ExportError, export
 from ..export.model_card import read_sts_table
 from ..export.output_dir import OutputDirError, check_output_dir
 from .hub_args import add_checkpoint_args, fail, load_hub, setup_logging
-from . import command
+from . import command, positive_float
 
 
 def get_parser():
@@ -50,7 +50,8 @@ def get_parser():
         help="clear-eval-sts --json output for this checkpoint: its table (for the export's pooling) "
         "goes into the model card")
     parser.add_argument("--check-sentences", metavar="FILE", help="sentences (one per line) for the verification (default: a built-in few)")
-    parser.add_argument("--tolerance", type=float, default=1e-4, help="largest allowed |difference| to the hub's embed() (default: 1e-4)")
+    parser.add_argument("--tolerance", type=positive_float, default=1e-4,
+                        help="largest allowed |difference| to the hub's embed(), finite and > 0 (default: 1e-4)")
     return parser
 
 

@@ -31,6 +31,11 @@ def add_checkpoint_args(parser: argparse.ArgumentParser, required: bool = True):
         help="the sentencepiece model that produced dict.txt (default: DATA/sentencepiece.model)",
     )
     group.add_argument("--cpu", action="store_true", help="run on CPU even if a GPU is available")
+    group.add_argument(
+        "--allow-nonfinite-weights", action="store_true",
+        help="load a checkpoint whose weights hold NaN or Inf (refused by default: every vector would "
+        "be NaN); for debugging a diverged run",
+    )
     return group
 
 
@@ -57,8 +62,8 @@ def load_hub(args):
     """The hub for ``--checkpoint``/``--data``, on GPU unless ``--cpu`` (errors exit with the message)."""
     import torch
 
-    from ..checkpoint_safety import CorruptCheckpointError, UnsafeCheckpointError, UnsupportedCheckpointError
-    from ..models.hub_interface import HubLoadError, from_pretrained
+    from ..errors import FairseqClearError
+    from ..models.hub_interface import from_pretrained
 
     path = os.path.abspath(args.checkpoint)
     try:
@@ -68,8 +73,9 @@ def load_hub(args):
             args.data or os.path.dirname(path),
             bpe=getattr(args, "bpe", None),
             sentencepiece_model=args.sentencepiece_model,
+            allow_nonfinite_weights=getattr(args, "allow_nonfinite_weights", False),
         )
-    except (HubLoadError, UnsafeCheckpointError, UnsupportedCheckpointError, CorruptCheckpointError) as e:
+    except FairseqClearError as e:
         fail(e)
     if not args.cpu and torch.cuda.is_available():
         hub.cuda()

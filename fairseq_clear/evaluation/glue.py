@@ -267,10 +267,12 @@ def model_args(checkpoint: str) -> List[str]:
     from fairseq.utils import get_available_activation_fns
 
     from fairseq_clear.checkpoint_safety import ACCEPTED_MODEL_NAMES, UnsupportedCheckpointError, check_checkpoint_config
+    from fairseq_clear.checkpoint_sizes import CheckpointSizeError, check_sizes
 
     try:
         check_checkpoint_config(state, checkpoint)
-    except UnsupportedCheckpointError as e:
+        check_sizes(state, checkpoint)  # the flags below rebuild the model: nothing larger than its weights
+    except (UnsupportedCheckpointError, CheckpointSizeError) as e:
         raise GlueDataError(str(e)) from None
 
     # the flags go into fairseq-train's command line (the example scripts split them on

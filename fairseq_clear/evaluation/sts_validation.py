@@ -25,14 +25,22 @@ import numpy as np
 import torch
 from fairseq import metrics
 
-from ..vocabulary import DictionaryEncoder
-from ..models.inference import SentencepieceTokenizer, check_pooling, cosine_rows, embed_tokens
-from .sts import read_sts_benchmark, spearman
 from ..errors import FairseqClearError
+from ..models.inference import (
+    NonFiniteVectorsError,
+    SentencepieceTokenizer,
+    check_pooling,
+    cosine_rows,
+    embed_tokens,
+)
+from ..vocabulary import DictionaryEncoder
+from .sts import read_sts_benchmark, spearman
 
 logger = logging.getLogger(__name__)
 
 METRIC = "sts_b_spearman"
+#: the score of a model whose vectors are not finite (the lowest Spearman x100)
+WORST_SCORE = -100.0
 _SUM, _COUNT = "_sts_b_spearman_sum", "_sts_b_spearman_count"
 
 #: help strings of the task options (ClearConfig declares the fields)
@@ -97,7 +105,12 @@ class StsValidator:
                 self.pairs.sent1 + self.pairs.sent2, max_positions=model.max_positions()
             )
         pooling = self.pooling or model.args.sentence_pooling
-        vectors = embed_tokens(model, self._tokens, (pooling,), batch_size=self.batch_size)[pooling]
+        try:
+            vectors = embed_tokens(model, self._tokens, (pooling,), batch_size=self.batch_size)[pooling]
+        except NonFiniteVectorsError as e:
+            # the worst Spearman there is: a broken model is never kept as the best checkpoint
+            logger.error("STS-B dev (%s pooling): %s; scored %.0f", pooling, e, WORST_SCORE)
+            return WORST_SCORE
         n = len(self.pairs)
         value = spearman(cosine_rows(vectors[:n], vectors[n:]), self.pairs.scores)
         if np.isnan(value):

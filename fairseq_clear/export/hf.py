@@ -458,6 +458,6 @@ def verify(hub, out_dir: str, sentences, pooling, head, normalize, tolerance=1e-
         if got != want:
             raise ExportError(f"exported tokenizer disagrees on {s!r}: {got[:12]} vs {want[:12]}")
     diff = float(np.abs(ours - theirs).max()) if len(sentences) else 0.0
-    if diff > tolerance:
+    if not diff <= tolerance:  # written so that NaN fails too
         raise ExportError(f"exported model differs from the hub by {diff:.2e} > {tolerance:g}")
     return diff

@@ -32,13 +32,14 @@ WRITTEN_FOR = "0.12.3.1"
 REQUIRED = "the safe checkpoint loading of the plugin's training runs"
 
 
-def safe_load_checkpoint_to_cpu(path, *args, **kwargs):
+def safe_load_checkpoint_to_cpu(path, *args, allow_nonfinite: bool = False, **kwargs):
     """fairseq's ``load_checkpoint_to_cpu`` behind the plugin's checks (any scope: the hub)."""
     from fairseq import checkpoint_utils
 
     from ..checkpoint_safety import checked
 
-    return checked(_patching.original(checkpoint_utils, "load_checkpoint_to_cpu"), path, *args, **kwargs)
+    return checked(_patching.original(checkpoint_utils, "load_checkpoint_to_cpu"), path, *args,
+                   allow_nonfinite=allow_nonfinite, **kwargs)
 
 
 def restored_from(cfg) -> list:

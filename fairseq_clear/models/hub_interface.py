@@ -333,6 +333,7 @@ def from_pretrained(
     checkpoint_file="model.pt",
     data_name_or_path=".",
     bpe=None,
+    allow_nonfinite_weights: bool = False,
     **kwargs,
 ) -> ClearHubInterface:
     """Load ``model_name_or_path/checkpoint_file`` with the dictionary of ``data_name_or_path``.
@@ -347,8 +348,9 @@ def from_pretrained(
     ``sentencepiece_model=``, ``gpt2_encoder_json=``/``gpt2_vocab_bpe=``,
     ``bpe_vocab_file=``/``bpe_cased=``. Training-only task options (augmentations,
     synonym table, STS validation file) are switched off, so loading needs none of
-    the training machine's files. Other keyword arguments override checkpoint
-    options, as in fairseq.
+    the training machine's files. A checkpoint whose weights hold NaN or Inf is refused
+    (``NonFiniteWeightsError`` naming the tensor) unless ``allow_nonfinite_weights=True``.
+    Other keyword arguments override checkpoint options, as in fairseq.
     """
     from ..fairseq_fixes.checkpoint_loading import safe_load_checkpoint_to_cpu
     from .errors import DictionarySizeError
@@ -390,7 +392,7 @@ def from_pretrained(
 
     # what fairseq's load_model_ensemble_and_task does for one file (so a ':' in its path
     # is not an ensemble separator), building fairseq's stock RoBERTa as clear_roberta
-    state = safe_load_checkpoint_to_cpu(checkpoint_path, overrides)
+    state = safe_load_checkpoint_to_cpu(checkpoint_path, overrides, allow_nonfinite=allow_nonfinite_weights)
     cfg = state["cfg"]
     as_clear_roberta(cfg.model)
     task = tasks.setup_task(cfg.task, from_checkpoint=True)  # drops options a task no longer has

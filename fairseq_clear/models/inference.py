@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 from .. import vocabulary
+from ..errors import FairseqClearError
 from ..vocabulary import DictionaryEncoder
 from .pooling import HEAD_CHOICES, POOLING_CHOICES, check_pooling  # noqa: F401  (re-exported)
 
@@ -96,7 +97,9 @@ def embed_tokens(
 
     Sorts by length, right-pads each batch, runs the encoder once per batch
     (several poolings share the forward pass), and restores the input order.
-    Dropout is off and no gradient is kept.
+    Dropout is off and no gradient is kept. A vector that is not finite (a model loaded with
+    ``allow_nonfinite_weights``, an fp16 overflow) raises :class:`NonFiniteVectorsError`: no
+    NaN is ever handed on as an embedding.
     """
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
@@ -128,7 +131,19 @@ def embed_tokens(
             where = torch.from_numpy(index)
             for p in poolings:
                 out[p][where] = model.represent(features, padding_mask, p, head).float().cpu()
+    for p, vectors in out.items():
+        bad = (~torch.isfinite(vectors).all(dim=1)).nonzero().flatten().tolist()
+        if bad:
+            raise NonFiniteVectorsError(
+                f"{len(bad)} of {len(tokens)} sentence vectors ({p} pooling) are not finite (NaN/Inf), "
+                f"e.g. of sentences {', '.join(map(str, bad[:5]))}: the model's weights or its precision "
+                "give no usable embedding for them"
+            )
     return out
+
+
+class NonFiniteVectorsError(FairseqClearError, ValueError):
+    """The model produced NaN/Inf sentence vectors; they are never returned."""
 
 
 def cosine_rows(a: torch.Tensor, b: torch.Tensor) -> np.ndarray:
