@@ -46,9 +46,9 @@ def check_count(name: str, value) -> int:
 def unit_rows(x, name: str = "embeddings") -> torch.Tensor:
     """The rows of ``x`` (numpy, torch or nested lists; 1-D is one row) at unit length, as float32.
 
-    Scale-safe: each row is first divided by its largest absolute value, so the squared norm
-    can neither overflow (float32 rows of 1e30) nor underflow to zero (1e-30); float64 input is
-    normalised in float64 before the cast. A zero row stays zero: its cosine with anything is 0.
+    Scale-safe: a row whose squared norm would overflow (float32 rows of 1e30) or underflow
+    (1e-30) is first divided by its largest absolute value, so it keeps its direction instead of
+    becoming zero; float64 input is normalised in float64 before the cast. A zero row stays zero: its cosine with anything is 0.
     A row holding NaN or Inf raises :class:`SearchInputError` naming ``name``, how many rows and
     the first few row numbers.
     """
@@ -92,6 +92,7 @@ def unit_rows(x, name: str = "embeddings") -> torch.Tensor:
         scaled = t[rows] / torch.where(scale > 0, scale, torch.ones_like(scale))
         out[rows] = torch.nn.functional.normalize(scaled, dim=1)
     return out.float()
+
 
 def semantic_search(query_embeddings, corpus_embeddings, top_k: int = 10, query_chunk_size: int = 100,
                     corpus_chunk_size: int = 500000) -> List[List[Dict[str, float]]]:
