@@ -7,31 +7,108 @@ Cosine similarity with torch top-k, chunked over queries and corpus so that
 memory stays bounded. :class:`EmbeddingIndex` keeps a corpus for repeated
 searches and uses faiss (inner product on unit vectors) when it is installed
 and asked for (``backend="faiss"``).
+
+Every vector goes through :func:`unit_rows`: a vector holding NaN or Inf is refused with an
+error naming the argument and its rows (NaN would sort first in a top-k and hide the true
+matches), so every score returned is finite.
 """
 
+import numbers
 from typing import Dict, List, Optional
 
 import numpy as np
 import torch
 
+from .errors import FairseqClearError
 
-def _unit(x) -> torch.Tensor:
-    x = torch.as_tensor(np.asarray(x) if not isinstance(x, torch.Tensor) else x).float()
-    if x.ndim == 1:
-        x = x.unsqueeze(0)
-    if x.ndim != 2:
-        raise ValueError(f"embeddings must be 1-D or 2-D, got shape {tuple(x.shape)}")
-    return torch.nn.functional.normalize(x, dim=-1, eps=1e-12)
+#: how many offending row numbers an error message lists
+SHOWN_ROWS = 5
+
+
+class SearchInputError(FairseqClearError, ValueError):
+    """Vectors or an argument that a search cannot use; the message names the argument."""
+
+
+class SearchTypeError(FairseqClearError, TypeError):
+    """An argument of the wrong type; the message names the argument and its value."""
+
+
+def check_count(name: str, value) -> int:
+    """``value`` as a positive int, else an error naming ``name`` and the value (bool, float, None refused)."""
+    # bool is an int subclass: top_k=True would silently mean 1
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise SearchTypeError(f"{name} must be a positive int, got {value!r} ({type(value).__name__})")
+    if value < 1:
+        raise SearchInputError(f"{name} must be a positive int, got {value!r}")
+    return int(value)
+
+
+def unit_rows(x, name: str = "embeddings") -> torch.Tensor:
+    """The rows of ``x`` (numpy, torch or nested lists; 1-D is one row) at unit length, as float32.
+
+    Scale-safe: a row whose squared norm would overflow (float32 rows of 1e30) or underflow
+    (1e-30) is first divided by its largest absolute value, so it keeps its direction instead of
+    becoming zero; float64 input is normalised in float64 before the cast. A zero row stays zero: its cosine with anything is 0.
+    A row holding NaN or Inf raises :class:`SearchInputError` naming ``name``, how many rows and
+    the first few row numbers.
+    """
+    if isinstance(x, torch.Tensor):
+        t = x.detach()
+        if t.is_complex() or t.dtype == torch.bool:
+            raise SearchTypeError(f"{name} must be real-valued vectors, got a tensor of {t.dtype}")
+    else:
+        try:
+            a = np.asarray(x)
+        except (ValueError, TypeError) as e:  # ragged nested lists
+            raise SearchTypeError(f"{name} must be vectors of one length: {e}") from None
+        if a.dtype.kind not in "iuf":
+            raise SearchTypeError(f"{name} must be numeric vectors, got an array of dtype {a.dtype}")
+        if a.ndim not in (1, 2):
+            raise SearchInputError(f"{name}: vectors must be 1-D or 2-D, got shape {a.shape}")
+        t = torch.from_numpy(np.ascontiguousarray(a))
+    t = t.double() if t.dtype == torch.float64 else t.float()
+    if t.ndim == 1:
+        t = t.unsqueeze(0)
+    if t.ndim != 2:
+        raise SearchInputError(f"{name}: vectors must be 1-D or 2-D, got shape {tuple(t.shape)}")
+    if t.size(1) == 0:
+        raise SearchInputError(f"{name}: vectors have no components (shape {tuple(t.shape)})")
+    norm = torch.linalg.vector_norm(t, dim=1)
+    # A finite norm of at least 1e-10 has neither overflowed nor lost precision to underflow
+    # (squares below float32's normal range add < d * 1e-38 to a squared norm >= 1e-20); only
+    # the other rows (NaN fails both tests) pay for the scale-safe path.
+    odd = ~((norm >= 1e-10) & (norm < float("inf")))
+    out = t / torch.where(odd, torch.ones_like(norm), norm).unsqueeze(1)
+    if odd.any():
+        rows = odd.nonzero()[:, 0]
+        scale = t[rows].abs().amax(dim=1, keepdim=True)  # NaN and Inf propagate
+        bad = rows[~torch.isfinite(scale[:, 0])]
+        if len(bad):
+            shown = ", ".join(str(i) for i in bad[:SHOWN_ROWS].tolist()) + (", ..." if len(bad) > SHOWN_ROWS else "")
+            raise SearchInputError(
+                f"{name}: {len(bad)} of {t.size(0)} vectors hold NaN or Inf (rows {shown}); they cannot "
+                "be ranked: fix or drop them"
+            )
+        scaled = t[rows] / torch.where(scale > 0, scale, torch.ones_like(scale))
+        out[rows] = torch.nn.functional.normalize(scaled, dim=1)
+    return out.float()
 
 
 def semantic_search(query_embeddings, corpus_embeddings, top_k: int = 10, query_chunk_size: int = 100,
                     corpus_chunk_size: int = 500000) -> List[List[Dict[str, float]]]:
-    """For each query, the ``top_k`` corpus entries by cosine similarity, best first."""
-    if top_k < 1:
-        raise ValueError(f"top_k must be >= 1, got {top_k}")
-    q, c = _unit(query_embeddings), _unit(corpus_embeddings)
+    """For each query, the ``top_k`` corpus entries by cosine similarity, best first.
+
+    One list per query of ``{'corpus_id': int, 'score': float}`` (fewer than ``top_k`` when the
+    corpus is smaller), as sentence-transformers' ``util.semantic_search``. Vectors are normalised
+    by :func:`unit_rows`: NaN or Inf is refused naming ``query_embeddings`` or
+    ``corpus_embeddings``, and a zero vector scores 0.
+    """
+    top_k = check_count("top_k", top_k)
+    query_chunk_size = check_count("query_chunk_size", query_chunk_size)
+    corpus_chunk_size = check_count("corpus_chunk_size", corpus_chunk_size)
+    q, c = unit_rows(query_embeddings, "query_embeddings"), unit_rows(corpus_embeddings, "corpus_embeddings")
     if q.size(1) != c.size(1):
-        raise ValueError(f"queries have {q.size(1)}-dimensional vectors but the corpus has {c.size(1)}")
+        raise SearchInputError(f"queries have {q.size(1)}-dimensional vectors but the corpus has {c.size(1)}")
     k = min(top_k, c.size(0))
     results = []
     for qs in range(0, q.size(0), query_chunk_size):
@@ -51,17 +128,21 @@ def semantic_search(query_embeddings, corpus_embeddings, top_k: int = 10, query_
 
 
 class EmbeddingIndex:
-    """A corpus of vectors to search repeatedly (``add`` more at any time)."""
+    """A corpus of vectors to search repeatedly (``add`` more at any time).
+
+    Vectors are stored at unit length (:func:`unit_rows`); ``add`` refuses a batch holding NaN
+    or Inf as a whole, leaving the index as it was.
+    """
 
     def __init__(self, dim: Optional[int] = None, backend: str = "torch"):
         if backend not in ("torch", "faiss"):
-            raise ValueError(f"backend must be 'torch' or 'faiss', got {backend!r}")
+            raise SearchInputError(f"backend must be 'torch' or 'faiss', got {backend!r}")
         if backend == "faiss":
             try:
                 import faiss  # noqa: F401
             except ImportError:
                 raise ImportError("backend='faiss' needs the faiss package (pip install faiss-cpu)") from None
-        self.backend, self.dim = backend, dim
+        self.backend, self.dim = backend, None if dim is None else check_count("dim", dim)
         self._vectors = []
         self._faiss = None
 
@@ -69,11 +150,11 @@ class EmbeddingIndex:
         return sum(len(v) for v in self._vectors)
 
     def add(self, embeddings) -> "EmbeddingIndex":
-        v = _unit(embeddings)
+        v = unit_rows(embeddings, "embeddings")
         if self.dim is None:
             self.dim = v.size(1)
         if v.size(1) != self.dim:
-            raise ValueError(f"the index holds {self.dim}-dimensional vectors, got {v.size(1)}")
+            raise SearchInputError(f"the index holds {self.dim}-dimensional vectors, got {v.size(1)}")
         self._vectors.append(v)
         if self.backend == "faiss":
             import faiss
@@ -84,9 +165,14 @@ class EmbeddingIndex:
         return self
 
     def search(self, query_embeddings, top_k: int = 10) -> List[List[Dict[str, float]]]:
+        """:func:`semantic_search`'s results for the vectors added so far (ids in order of addition)."""
+        top_k = check_count("top_k", top_k)
         if not len(self):
-            raise ValueError("the index is empty: add() corpus vectors first")
+            raise SearchInputError("the index is empty: add() corpus vectors first")
+        q = unit_rows(query_embeddings, "query_embeddings")
+        if q.size(1) != self.dim:
+            raise SearchInputError(f"the index holds {self.dim}-dimensional vectors, the queries have {q.size(1)}")
         if self.backend == "faiss":
-            scores, ids = self._faiss.search(_unit(query_embeddings).numpy(), min(top_k, len(self)))
+            scores, ids = self._faiss.search(q.numpy(), min(top_k, len(self)))
             return [[{"corpus_id": int(i), "score": float(s)} for s, i in zip(rs, ri)] for rs, ri in zip(scores, ids)]
-        return semantic_search(query_embeddings, torch.cat(self._vectors), top_k)
+        return semantic_search(q, torch.cat(self._vectors), top_k)

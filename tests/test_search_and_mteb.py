@@ -3,6 +3,7 @@ encoder protocol returns embed()'s vectors and ignores MTEB's task kwargs."""
 
 import numpy as np
 import pytest
+import torch
 
 from fairseq_clear.search import EmbeddingIndex, semantic_search
 
@@ -89,3 +90,41 @@ def test_mteb_evaluate_runs_on_a_local_sts_task(hub):
     ours = spearmanr(cos, pairs.scores).correlation
     assert abs(scores["cosine_spearman"] - ours) < 1e-4, (scores, ours)
     assert scores["main_score"] == scores["cosine_spearman"]
+
+
+def test_hub_search_and_similarity_refuse_non_finite_vectors(hub, monkeypatch):
+    """NaN/Inf vectors, given or embedded, are refused naming the argument and rows; 1e30 and 1e-30
+    vectors are found with score 1; a bad top_k is refused before anything is embedded."""
+    from fairseq_clear.search import SearchInputError, SearchTypeError
+
+    vectors = hub.embed(["The cat sees the ball.", "A dog reads a story.", "Our team builds a red house."])
+    bad = vectors.copy()
+    bad[1, 0] = np.nan
+    with pytest.raises(SearchInputError, match=r"corpus: 1 of 3 vectors hold NaN or Inf \(rows 1\)"):
+        hub.search(vectors, bad, top_k=1)
+    with pytest.raises(SearchInputError, match=r"queries: 1 of 3 .*\(rows 1\)"):
+        hub.search(bad, vectors, top_k=1)
+    with pytest.raises(SearchInputError, match=r"^b: 1 of 3 .*\(rows 1\)"):
+        hub.similarity(vectors, torch.from_numpy(bad))
+    with pytest.raises(SearchInputError, match=r"^a: 1 of 1 .*\(rows 0\)"):
+        hub.similarity(bad[1], vectors[1], pairwise=True)
+    for scale in (1e30, 1e-30):
+        scaled = vectors * np.float32(scale)
+        hits = hub.search(scaled, scaled, top_k=1)
+        assert [row[0]["corpus_id"] for row in hits] == [0, 1, 2]
+        assert all(abs(row[0]["score"] - 1.0) < 1e-6 for row in hits), hits
+        assert abs(hub.similarity(scaled[2], scaled[2]) - 1.0) < 1e-6
+    with pytest.raises(SearchTypeError, match=r"b must be a str, a list of str or vectors, got bytes"):
+        hub.similarity("A dog reads a story.", b"A dog")
+
+    def nan_embed(sentences, **kwargs):  # a model whose forward pass gives NaN for one sentence
+        out = torch.ones(len(sentences), hub.dim)
+        out[-1] = float("nan")
+        return out
+
+    monkeypatch.setattr(hub, "embed", nan_embed)
+    with pytest.raises(SearchInputError, match=r"corpus: 1 of 2 .*\(rows 1\)"):
+        hub.search(vectors, ["A dog reads a story.", "The river moves very quickly."], top_k=1)
+    for top_k in (1.5, None, True, 0):
+        with pytest.raises((SearchTypeError, SearchInputError), match=f"top_k must be a positive int, got {top_k}"):
+            hub.search(["a"], ["b"], top_k=top_k)

@@ -18,29 +18,44 @@ from typing import Optional
 import numpy as np
 import torch
 
+from ..errors import FairseqClearError
+from ..search import SearchInputError, unit_rows
+
+
+class MtebInputError(FairseqClearError, TypeError):
+    """``encode`` was given something other than sentences; the message names its type."""
+
+
+class NonFiniteVectorsError(FairseqClearError, ValueError):
+    """The encoder returned NaN or Inf for some sentences; the message names them."""
+
 
 def _texts(inputs) -> list:
     """Flatten whatever MTEB passes (DataLoader of batch dicts, list of str/dicts) to strings."""
-    if isinstance(inputs, str):
-        raise TypeError("encode() takes a list of sentences, not one string")
+    # iterating these gives characters, ints or keys, never sentences: refuse the container
+    if isinstance(inputs, (str, bytes, bytearray, memoryview, dict)) or not hasattr(inputs, "__iter__"):
+        raise MtebInputError(f"encode() takes a list of sentences or MTEB batches, not a {type(inputs).__name__}")
     texts = []
-    for item in inputs:
+    for n, item in enumerate(inputs):
         if isinstance(item, str):
             texts.append(item)
         elif isinstance(item, dict):
             if "text" not in item:
-                raise TypeError(f"MTEB batch without a 'text' field (keys: {sorted(item)}); "
-                                "fairseq-clear encodes text only")
+                raise MtebInputError(f"MTEB batch without a 'text' field (keys: {sorted(item)}); "
+                                     "fairseq-clear encodes text only")
             value = item["text"]
-            texts.extend([value] if isinstance(value, str) else list(value))
+            if isinstance(value, str):
+                texts.append(value)
+            elif isinstance(value, (bytes, bytearray, memoryview, dict)) or not hasattr(value, "__iter__"):
+                raise MtebInputError(f"batch {n}'s 'text' is a {type(value).__name__}, not a list of str")
+            else:
+                texts.extend(value)
         else:
-            raise TypeError(f"cannot encode a {type(item).__name__}; expected str or an MTEB batch dict")
+            raise MtebInputError(f"cannot encode a {type(item).__name__}; expected str or an MTEB batch dict")
+    for i, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise MtebInputError(f"sentences[{i}] is {type(text).__name__} ({text!r:.40}), not str")
     return texts
-
-
-def _as_tensor(x) -> torch.Tensor:
-    x = torch.as_tensor(np.asarray(x) if not torch.is_tensor(x) else x, dtype=torch.float32)
-    return x.unsqueeze(0) if x.dim() == 1 else x
 
 
 class MtebEncoder:
@@ -81,16 +96,26 @@ class MtebEncoder:
         vectors = np.asarray(vectors, dtype=np.float32)
         if vectors.ndim != 2 or vectors.shape[0] != len(sentences):
             raise ValueError(f"the encoder returned shape {vectors.shape} for {len(sentences)} sentences")
+        bad = np.flatnonzero(~np.isfinite(vectors).all(axis=1))
+        if len(bad):
+            # MTEB would score NaN vectors as if they were results
+            shown = ", ".join(map(str, bad[:5].tolist())) + (", ..." if len(bad) > 5 else "")
+            raise NonFiniteVectorsError(
+                f"the encoder returned NaN or Inf for {len(bad)} of {len(sentences)} sentences "
+                f"(sentences {shown}; the first: {sentences[bad[0]]!r:.80})"
+            )
         return vectors
 
     def similarity(self, embeddings1, embeddings2) -> torch.Tensor:
-        a = torch.nn.functional.normalize(_as_tensor(embeddings1), dim=-1)
-        b = torch.nn.functional.normalize(_as_tensor(embeddings2), dim=-1)
-        return a @ b.T
+        """Cosine matrix (search.unit_rows: scale-safe; zero vectors give 0, NaN/Inf is refused)."""
+        return unit_rows(embeddings1, "embeddings1") @ unit_rows(embeddings2, "embeddings2").T
 
     def similarity_pairwise(self, embeddings1, embeddings2) -> torch.Tensor:
-        a, b = _as_tensor(embeddings1), _as_tensor(embeddings2)
-        return torch.nn.functional.cosine_similarity(a, b, dim=-1)
+        """Cosine of each pair ``(embeddings1[i], embeddings2[i])``."""
+        a, b = unit_rows(embeddings1, "embeddings1"), unit_rows(embeddings2, "embeddings2")
+        if a.shape != b.shape:
+            raise SearchInputError(f"similarity_pairwise needs equal shapes, got {tuple(a.shape)} and {tuple(b.shape)}")
+        return (a * b).sum(-1)
 
 
 def local_sts_task(pairs, name: str = "LocalSTS", min_score: float = 0.0, max_score: float = 5.0):

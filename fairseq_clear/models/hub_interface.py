@@ -187,9 +187,12 @@ class ClearHubInterface(RobertaHubInterface):
 
     def search(self, queries, corpus, top_k: int = 10, **embed_kwargs):
         """The ``top_k`` best matches in ``corpus`` (sentences or vectors) of each query, best first,
-        as ``[{'corpus_id': i, 'score': cosine}, ...]`` per query (sentence-transformers' format)."""
-        from ..search import semantic_search
+        as ``[{'corpus_id': i, 'score': cosine}, ...]`` per query (sentence-transformers' format).
+        Vectors holding NaN or Inf (given, or embedded by a broken model) are refused naming
+        ``queries`` or ``corpus`` and their rows, so every score is finite."""
+        from ..search import check_count, semantic_search
 
+        check_count("top_k", top_k)  # before embedding anything
         qv, _ = self._as_vectors(queries, "queries", embed_kwargs)
         cv, _ = self._as_vectors(corpus, "corpus", embed_kwargs)
         return semantic_search(qv, cv, top_k=top_k)
@@ -201,16 +204,18 @@ class ClearHubInterface(RobertaHubInterface):
         torch, 1-D or 2-D); strings are embedded with ``embed(**embed_kwargs)``.
         Two single items give a float; otherwise an (len(a), len(b)) numpy
         matrix, or with ``pairwise=True`` the (n,) similarities of a[i] and b[i].
+        A zero vector has similarity 0 with anything; a vector holding NaN or Inf
+        is refused (an error naming ``a`` or ``b`` and its rows).
         """
+        from ..search import SearchInputError
+
         va, single_a = self._as_vectors(a, "a", embed_kwargs)
         vb, single_b = self._as_vectors(b, "b", embed_kwargs)
         if va.size(1) != vb.size(1):
-            raise ValueError(f"a has {va.size(1)}-dimensional vectors but b has {vb.size(1)}")
-        va = torch.nn.functional.normalize(va, dim=-1, eps=1e-12)
-        vb = torch.nn.functional.normalize(vb, dim=-1, eps=1e-12)
+            raise SearchInputError(f"a has {va.size(1)}-dimensional vectors but b has {vb.size(1)}")
         if pairwise:
             if va.size(0) != vb.size(0):
-                raise ValueError(f"pairwise=True needs as many a as b, got {va.size(0)} and {vb.size(0)}")
+                raise SearchInputError(f"pairwise=True needs as many a as b, got {va.size(0)} and {vb.size(0)}")
             return (va * vb).sum(-1).numpy()
         sims = va @ vb.T
         if single_a and single_b:
@@ -218,6 +223,13 @@ class ClearHubInterface(RobertaHubInterface):
         return sims.numpy()
 
     def _as_vectors(self, x, name, embed_kwargs):
+        """``(unit vectors, single)`` of ``x``: sentences are embedded, vectors taken as given; rows
+        holding NaN or Inf are refused naming ``name`` (search.unit_rows)."""
+        from ..search import SearchTypeError, unit_rows
+
+        if isinstance(x, (bytes, bytearray, dict)) or not hasattr(x, "__iter__"):
+            # iterating bytes gives ints and a dict its keys: refuse the container itself
+            raise SearchTypeError(f"{name} must be a str, a list of str or vectors, got {type(x).__name__}")
         if isinstance(x, str):
             x = [x]
             single = True
@@ -232,14 +244,10 @@ class ClearHubInterface(RobertaHubInterface):
                 x = torch.stack([torch.as_tensor(v) for v in x])
         if isinstance(x, list):
             check_sentences(x, name)
-            kwargs = dict(embed_kwargs, convert_to="torch")
-            return self.embed(x, **kwargs).detach().float().cpu(), single
-        v = torch.as_tensor(x).detach().float().cpu()
-        if v.ndim == 1:
-            v = v.unsqueeze(0)
-        if v.ndim != 2:
-            raise ValueError(f"{name}: vectors must be 1-D or 2-D, got shape {tuple(v.shape)}")
-        return v, single
+            x = self.embed(x, **dict(embed_kwargs, convert_to="torch")).detach().cpu()
+        elif isinstance(x, torch.Tensor):
+            x = x.detach().cpu()
+        return unit_rows(x, name), single
 
 
 def _check_device(device) -> torch.device:
