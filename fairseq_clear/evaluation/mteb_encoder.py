@@ -19,15 +19,12 @@ import numpy as np
 import torch
 
 from ..errors import FairseqClearError
+from ..models.inference import NonFiniteVectorsError
 from ..search import SearchInputError, unit_rows
 
 
 class MtebInputError(FairseqClearError, TypeError):
     """``encode`` was given something other than sentences; the message names its type."""
-
-
-class NonFiniteVectorsError(FairseqClearError, ValueError):
-    """The encoder returned NaN or Inf for some sentences; the message names them."""
 
 
 def _texts(inputs) -> list:
