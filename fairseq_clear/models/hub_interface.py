@@ -178,7 +178,9 @@ class ClearHubInterface(RobertaHubInterface):
                 show_progress=show_progress,
             )[pooling]
         if normalize:
-            vectors = torch.nn.functional.normalize(vectors, dim=-1)
+            from ..search import unit_rows
+
+            vectors = unit_rows(vectors, "sentences")  # scale-safe, as search and similarity
         if single:
             vectors = vectors[0]
         if convert_to == "torch":
