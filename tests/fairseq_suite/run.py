@@ -101,7 +101,11 @@ def sdist_tests(cache: Path) -> Path:
     return root
 
 
-def checkout_tests(fairseq: Path) -> Path:
+def checkout_tests(fairseq: Path, cache: Path) -> Path:
+    """fairseq's tests/ of a checkout, copied under ``cache``; returns the copy's root.
+
+    Copied, not run in place: the checkout's own ``fairseq/`` package would be imported by the
+    tests instead of the installed fairseq-fixed, which is the fairseq the plugin runs in."""
     for rel, blob in PINNED_BLOBS.items():
         path = fairseq / rel
         if not path.is_file():
@@ -110,7 +114,13 @@ def checkout_tests(fairseq: Path) -> Path:
         if git_blob_hash(path) != blob:
             sys.exit(f"error: --fairseq {fairseq}: {rel} is not the one of commit {FAIRSEQ_COMMIT[:8]} "
                      f"(git -C {fairseq} checkout {FAIRSEQ_COMMIT[:8]})")
-    return fairseq
+    root = cache / f"fairseq-checkout-tests-{FAIRSEQ_COMMIT[:12]}"
+    if root.exists():
+        shutil.rmtree(root)  # our own copy, made anew so that it is the checkout's
+    cache.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(fairseq / "tests", root / "tests",
+                    ignore=shutil.ignore_patterns("__pycache__", "gpu", "speech*"))
+    return root
 
 
 def missing_imports(path: Path, seen=None) -> set:
@@ -211,7 +221,7 @@ def main(argv=None):
     parser.add_argument("-k", dest="keyword", help="pytest -k expression for both runs")
     args = parser.parse_args(argv)
 
-    root = checkout_tests(args.fairseq.resolve()) if args.fairseq else sdist_tests(args.cache)
+    root = checkout_tests(args.fairseq.resolve(), args.cache) if args.fairseq else sdist_tests(args.cache)
     files, left_out = select(root, args.files)
     if not files:
         sys.exit("error: none of the test files can run from this copy of fairseq's tests")
