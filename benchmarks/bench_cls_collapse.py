@@ -9,7 +9,7 @@ benchmark's model shape:
 * the mean pairwise cosine similarity of the [CLS] vectors and of the mean-pooled
   vectors of 64 training sentences at initialisation (RoBERTa's init: N(0, 0.02));
 * the contrastive accuracy over the updates of fairseq's Trainer with ``--task clear
-  --no-mlm`` (NT-Xent alone, so that the MLM loss plays no part) for a few settings:
+  --mlm off`` (NT-Xent alone, so that the MLM loss plays no part) for a few settings:
   learning rate, τ, warm-up, model width, pooling, and more updates.
 
 Writes benchmarks/results/cls_collapse.json.
@@ -43,7 +43,7 @@ def trainer_for(data, dim, lr, tau, warmup, pooling, updates, batch, layers, see
     from fairseq.trainer import Trainer
 
     argv = [data, "--user-dir", common.USER_DIR, "--task", "clear", "--criterion", "clear",
-            "--augmentations", "del-word", "--no-mlm", "--temperature", tau, "--sentence-pooling", pooling,
+            "--augmentations", "del-word", "--mlm", "off", "--temperature", tau, "--sentence-pooling", pooling,
             "--arch", "clear_roberta", "--encoder-layers", layers, "--encoder-embed-dim", dim,
             "--encoder-ffn-embed-dim", 4 * dim, "--encoder-attention-heads", 4,
             "--tokens-per-sample", common.TOKENS_PER_SAMPLE, "--max-positions", common.TOKENS_PER_SAMPLE,
@@ -145,7 +145,7 @@ def main():
     cos = {d: init_cosines(data, d, args.layers, args.batch_size) for d in sorted({args.dim, 256})}
     result = {
         "command": " ".join(["python", "benchmarks/bench_cls_collapse.py"] + sys.argv[1:]),
-        "model": f"clear_roberta {args.layers} layers x {args.dim} (4 heads), del-word, NT-Xent alone (--no-mlm), "
+        "model": f"clear_roberta {args.layers} layers x {args.dim} (4 heads), del-word, NT-Xent alone (--mlm off), "
                  f"{args.batch_size} sentences per update",
         "chance_accuracy": chance,
         "init_mean_cosine": {str(d): c for d, c in cos.items()},

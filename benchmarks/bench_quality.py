@@ -54,7 +54,7 @@ def variants(syn):
         # the paper's pooling for the contrastive loss; the rows above pool by the mean
         "MLM+del-word [CLS]-trained": ("clear", ["--augmentations", "del-word", "--sentence-pooling", "cls"], 1),
         "DeCLUTR": ("declutr", [], 1),
-        "SimCSE-unsup": ("simcse", ["--augmentations", "none", "--no-mlm", "--loss-form", "simcse",
+        "SimCSE-unsup": ("simcse", ["--augmentations", "none", "--mlm", "off", "--loss-form", "simcse",
                                     "--temperature", "0.05", "--projection-layers", "1",
                                     "--projection-output-activation-fn", "tanh"], 1),
         # opt-in rows (--variants): the choices of issue 13, against the rows above
@@ -64,7 +64,7 @@ def variants(syn):
                                                           "--batch-composition", "random"], 1),
         "MLM+del-span+reorder [CLS]-trained": ("clear", ["--augmentations", "del-span,reorder",
                                                          "--sentence-pooling", "cls"], 1),
-        "SimCSE-unsup length batches": ("simcse", ["--augmentations", "none", "--no-mlm", "--loss-form", "simcse",
+        "SimCSE-unsup length batches": ("simcse", ["--augmentations", "none", "--mlm", "off", "--loss-form", "simcse",
                                                    "--temperature", "0.05", "--projection-layers", "1",
                                                    "--projection-output-activation-fn", "tanh",
                                                    "--batch-composition", "length"], 1),

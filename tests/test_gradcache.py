@@ -62,7 +62,7 @@ def _assert_same(a, b, tol=1e-6):
     assert worst <= tol, worst
 
 
-@pytest.mark.parametrize("extra", [[], ["--no-mlm"], ["--loss-form", "simcse"], ["--augmentations", "none"]])
+@pytest.mark.parametrize("extra", [[], ["--mlm", "off"], ["--loss-form", "simcse"], ["--augmentations", "none", "--mlm", "on"]])
 @pytest.mark.parametrize("chunk", [16, 37])
 def test_dropout_on_same_gradients_as_the_same_chunks_with_graph(tiny_data, monkeypatch, extra, chunk):
     model, criterion, sample = _setup(tiny_data, "--dropout", "0.1", "--attention-dropout", "0.1", *extra)
@@ -187,7 +187,7 @@ def _one_update(tiny_data, micro_batches, *extra, monkeypatch):
     return agg.get_smoothed_values(), grads
 
 
-@pytest.mark.parametrize("extra", [[], ["--no-mlm"], ["--loss-form", "simcse"], ["--contrastive-chunk-size", "5"]])
+@pytest.mark.parametrize("extra", [[], ["--mlm", "off"], ["--loss-form", "simcse"], ["--contrastive-chunk-size", "5"]])
 def test_accumulated_update_equals_one_big_batch(tiny_data, extra, monkeypatch):
     """update-freq 4 x B with --accumulate-contrastive = one update of 4B (same loss, same
     gradients); without the option the four micro-batches are four problems (different)."""
@@ -298,4 +298,4 @@ def test_accumulation_zeroes_stand_in_batches_on_every_path(tiny_data, extra):
     assert step(ignore_grad=True) == (0.0, 0.0)  # micro-batch 0 of 2: a stand-in
     loss, grad = step(ignore_grad=False)  # micro-batch 1 of 2: real, the update's last
     assert loss > 0 and grad > 0
-    assert task.micro_batch is None and step(ignore_grad=True) == (0.0, 0.0)  # outside: fairseq's rule
+    assert task.step is None and step(ignore_grad=True) == (0.0, 0.0)  # outside an update: a stand-in still counts zero

@@ -54,14 +54,11 @@ def test_an_explicit_flag_wins(tiny_data, tmp_path):
 
 
 def test_clsr_mode_over_a_frozen_encoder(tiny_data, tmp_path):
-    from fairseq_clear import paper_defaults
-
-    class Pairs:  # the task's rule, without building data
-        from fairseq_clear.tasks.contrastive_pairs import ContrastivePairsTask as T
-        paper_mode = T.paper_mode
+    from fairseq_clear.tasks.contrastive_pairs import ContrastivePairsTask
 
     class Args:
         freeze_encoder = True
 
-    assert paper_defaults.task_mode(Pairs(), Args()) == "clsr"
-    assert paper_defaults.task_mode(Pairs(), None) == "simcse"
+    task = ContrastivePairsTask.__new__(ContrastivePairsTask)  # the task's rule, without building data
+    assert task.paper_mode(Args()) == "clsr"
+    assert task.paper_mode(None) == "simcse"

@@ -39,11 +39,11 @@ def build(data, *extra, task="clear"):
 # ---- unsupervised: identity views ---------------------------------------------------------
 
 def test_identity_views_differ_only_by_dropout(tiny_data):
-    task, model, _ = build(tiny_data, "--augmentations", "none", "--no-mlm", "--loss-form", "simcse")
+    task, model, _ = build(tiny_data, "--augmentations", "none", "--mlm", "off", "--loss-form", "simcse")
     task.load_dataset("train")
     dataset = task.dataset("train")
     batch = dataset.collater([dataset[i] for i in range(8)])
-    assert "net_input" not in batch and "target" not in batch  # --no-mlm: no MLM input
+    assert "net_input" not in batch and "target" not in batch  # --mlm off: no MLM input
     src = batch["contrastive"]["src_tokens"]
     n = batch["contrastive"]["num_anchors"]
     assert n == 8 and torch.equal(src[:n], src[n:])  # both views are the sentence itself
@@ -58,7 +58,7 @@ def test_identity_views_differ_only_by_dropout(tiny_data):
     assert torch.allclose(z[:n], z[n:], atol=1e-5)
 
     # with every dropout at 0, training mode gives equal vectors too: dropout is the only noise
-    _, quiet, _ = build(tiny_data, "--augmentations", "none", "--no-mlm", "--dropout", "0",
+    _, quiet, _ = build(tiny_data, "--augmentations", "none", "--mlm", "off", "--dropout", "0",
                         "--attention-dropout", "0", "--activation-dropout", "0")
     quiet.train()
     z = quiet(src, contrastive=True)[0]
@@ -174,7 +174,7 @@ def test_hard_negatives_with_nt_xent_are_refused():
 
 def test_fairseq_train_simcse_unsupervised(tiny_data, tmp_path):
     out = run_cli(train_args(
-        tiny_data, tmp_path / "ckpt", "--augmentations", "none", "--no-mlm",
+        tiny_data, tmp_path / "ckpt", "--augmentations", "none", "--mlm", "off",
         "--loss-form", "simcse", "--temperature", "0.05", "--projection-layers", "1",
         "--projection-output-activation-fn", "tanh", max_update=15, batch_size=32,
     )).stdout

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Unsupervised SimCSE (Gao et al. 2021; seed 004 §4.1) with --task clear: both
 # views are the sentence itself (--augmentations none), so dropout is the only
-# noise; the contrastive loss alone (--no-mlm), SimCSE's loss form, τ = 0.05, a
+# noise; the contrastive loss alone (--mlm off, the mode's default), SimCSE's loss form, τ = 0.05, a
 # dense+tanh head over [CLS] used in training only (embed() never applies it).
 #
 #   examples/simcse/unsup.sh DATA_BIN INIT_CHECKPOINT [extra fairseq-train options]
@@ -38,7 +38,7 @@ else
 fi
 mkdir -p "$SAVE_DIR"
 fairseq-train "$DATA" --user-dir "$USER_DIR" \
-  --task clear --augmentations none --no-mlm --tokens-per-sample 32 \
+  --task clear --augmentations none --mlm off --tokens-per-sample 32 \
   --criterion clear --loss-form simcse --temperature 0.05 \
   --sentence-pooling cls --projection-layers 1 --projection-output-activation-fn tanh \
   --finetune-from-model "$INIT" "${MODEL_ARGS[@]}" \

@@ -52,7 +52,7 @@ def method(task_cfg, model_args) -> str:
         if augmentations in ("none", "dropout"):
             return "SimCSE unsupervised (Gao et al. 2021): dropout as the only augmentation"
         return (f"CLEAR (Wu et al. 2020): masked LM + NT-Xent between two views made with "
-                f"`{augmentations}`" + (" (no MLM)" if _get(task_cfg, "no_mlm") else ""))
+                f"`{augmentations}`" + (" (no MLM)" if _get(task_cfg, "no_mlm") or _get(task_cfg, "mlm") == "off" else ""))
     if name == "declutr":
         return (f"DeCLUTR (Giorgi et al. 2021): {_get(task_cfg, 'num_anchors')} anchor span(s) and "
                 f"{_get(task_cfg, 'num_positives')} positive span(s) per document, masked LM + contrastive")

@@ -110,9 +110,6 @@ class SentenceMLP(nn.Module):
 
 
 #: model options whose default is the task's paper value
-MODEL_PAPER_OPTIONS = ("sentence_pooling", "projection_layers", "projection_output_activation_fn")
-
-
 @register_model("clear_roberta")
 class ClearRobertaModel(RobertaModel):
     @staticmethod
@@ -210,9 +207,9 @@ class ClearRobertaModel(RobertaModel):
         if OmegaConf.is_config(args):
             OmegaConf.set_struct(args, False)
         base_clear_architecture(args)
-        paper_defaults.fill(args, MODEL_PAPER_OPTIONS, task, "model")
-        if hasattr(task, "paper_mode"):
-            task.model_args = args  # the criterion's paper values may depend on it (CLSR: --freeze-encoder)
+        # the plugin's tasks resolved these in their build_model; another task (fairseq's
+        # sentence_prediction fine-tuning a CLEAR checkpoint) gets CLEAR's
+        paper_defaults.fill(args, paper_defaults.MODEL_OPTIONS, "clear", "model")
         if args.projection_layers < 0:
             raise ValueError(f"--projection-layers must be >= 0, got {args.projection_layers}")
         if not safe_hasattr(args, "max_positions"):
@@ -468,7 +465,7 @@ def check_encoder_shapes(model, state_dict, prefix=""):
 
 def base_clear_architecture(args):
     # sentence_pooling, projection_layers and projection_output_activation_fn stay None
-    # when not given: build_model fills them with the task's paper values
+    # when not given: the task's build_model fills them with its paper's values
     args.sentence_pooling = safe_getattr(args, "sentence_pooling", None)
     args.projection_layers = safe_getattr(args, "projection_layers", None)
     args.projection_hidden_dim = safe_getattr(args, "projection_hidden_dim", None) or 0

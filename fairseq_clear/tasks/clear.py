@@ -135,8 +135,6 @@ def validate_config(cfg) -> list:
             f"--sample-break-mode must be one of {', '.join(SAMPLE_BREAK_MODES)} for --task clear "
             f"('eos': one sentence per sample; the others: fairseq's blocks), got '{cfg.sample_break_mode}'"
         )
-    if cfg.double_mlm and cfg.no_mlm:
-        raise TaskConfigError("--double-mlm adds a second masking; it cannot go with --no-mlm")
     params = augmentation_params(cfg)
     params.validate()
     if cfg.augmentation_mix:
@@ -191,7 +189,9 @@ class ClearTask(ContrastiveTask):
 
     def __init__(self, cfg: ClearConfig, dictionary=None):
         self.augmentation_names = validate_config(cfg)
-        super().__init__(cfg, dictionary)  # adds <mask>
+        super().__init__(cfg, dictionary)  # adds <mask>; resolves --mlm
+        if cfg.double_mlm and not self.uses_mlm:
+            raise TaskConfigError("--double-mlm adds a second masking; it cannot go with --mlm off")
         # [DEL] only where a deletion writes it: a stock or imported encoder then needs no new row
         self.del_idx = self.dictionary.add_symbol(DEL_SYMBOL) if self.uses_del_symbol() else None
         self._augment = None
@@ -205,7 +205,7 @@ class ClearTask(ContrastiveTask):
             names |= {n for c, _ in aug.parse_mixture(self.cfg.augmentation_mix) for n in aug.parse_augmentations(c)}
         return bool(names & set(aug.DELETIONS))
 
-    def paper_mode(self, model_args=None) -> str:
+    def paper_mode(self, model_cfg=None) -> str:
         """Whose published values fill unset options: SimCSE-unsup for dropout-only views, else CLEAR."""
         if not self.cfg.augmentation_mix and set(self.augmentation_names) <= set(aug.IDENTITY):
             return "simcse"

@@ -4,20 +4,16 @@ It holds what the three share and nothing a paper adds: the dictionary and split
 loading (with the damaged-data checks), fairseq's masking of RoBERTa's MLM, the batching
 policy (``--batch-composition``), the batch iterator, STS validation and one error type.
 
-The task -> criterion and task -> model contract is the set of attributes below, read by
-``criterions/clear.py`` and ``models/clear_roberta.py`` and nothing else:
+Options are resolved once, from the mode's published values (``paper_defaults.py``): the
+task's own when it is set up, the model's in :meth:`ContrastiveTask.build_model` and the
+criterion's in :meth:`ContrastiveTask.build_criterion`, where fairseq builds each.
+
+The task -> criterion contract is the batch (docs/design.md) and these attributes:
 
 * ``is_contrastive``: whether batches carry a ``contrastive`` part (the model builds its head);
 * ``uses_hard_negatives``: whether that part holds hard negatives (only ``--loss-form simcse``
   uses them);
-* ``paper_mode(model_args)``: whose published values fill unset model/criterion options
-  (``paper_defaults.py``); ``model_args`` is set by the model when it is built;
-* ``dummy_batch``: true while ``train_step`` runs fairseq's stand-in batch of a rank that ran
-  out of data (``ignore_grad``): the criterion then takes part in the collectives but lends
-  no views to the other ranks;
-* ``micro_batch``: ``(index, count)`` of the running ``train_step`` within its update (count =
-  the micro-batches of this update, from ``fairseq_fixes/update_group.py``), ``None`` outside
-  fairseq's trainer: ``--accumulate-contrastive`` computes its loss once, at the last.
+* ``step``: the :class:`Step` in progress while ``train_step`` runs (None otherwise).
 
 fairseq's ``masked_lm`` options that no contrastive task honours are refused at start-up
 when set (``NOT_HONOURED``); a task adds its own refusals the same way.
@@ -33,6 +29,7 @@ from fairseq import utils
 from fairseq.data import Dictionary, MaskTokensDataset
 from fairseq.tasks.masked_lm import MaskedLMConfig, MaskedLMTask
 
+from .. import paper_defaults
 from ..data.binarized_checks import load_checked
 from ..evaluation.sts_validation import HELP as STS_VALIDATION_HELP, StsValidationMixin
 from ..fairseq_fixes.keep_last_batch import keeping_last_batch
@@ -41,6 +38,7 @@ from ..errors import FairseqClearError
 logger = logging.getLogger(__name__)
 
 BATCH_COMPOSITIONS = ("auto", "length", "random")
+MLM_CHOICES = ("auto", "on", "off")
 
 #: seeds of a sample's independent maskings (Double-MLM's second one, DeCLUTR's anchors,
 #: the columns of a pair) are the run's seed plus multiples of this prime
@@ -57,6 +55,22 @@ NOT_HONOURED = (
 
 class TaskConfigError(FairseqClearError, ValueError):
     """A task option or data file is invalid; the message names the option or file."""
+
+
+@dataclass(frozen=True)
+class Step:
+    """The ``train_step`` in progress: the one piece of the task's state the criterion reads.
+
+    ``index``/``count``: this micro-batch's place in its update; ``count`` is None outside
+    fairseq's trainer, which alone knows the update's group (fairseq_fixes/update_group.py), and
+    ``--accumulate-contrastive`` then treats each micro-batch as its own problem. ``stand_in``:
+    fairseq's stand-in batch of a rank that ran out of data (``ignore_grad``): its own terms
+    count zero, but it takes part in the collectives and lends no views to the other ranks.
+    """
+
+    index: int = 0
+    count: Optional[int] = None
+    stand_in: bool = False
 
 
 @dataclass
@@ -78,6 +92,14 @@ class ContrastiveConfig(MaskedLMConfig):
             "paper: length for CLEAR, random for SimCSE, DeCLUTR and pairs"
         },
     )
+    mlm: str = field(
+        default="auto",
+        metadata={
+            "help": "the masked LM loss: on, off, or auto = the mode's paper (on for CLEAR and "
+            "DeCLUTR, off for SimCSE and CLSR); '--mlm' alone means on",
+            "argparse_const": "on",
+        },
+    )
     mlm_only: bool = field(
         default=False,
         metadata={
@@ -87,10 +109,7 @@ class ContrastiveConfig(MaskedLMConfig):
     )
     no_mlm: bool = field(
         default=False,
-        metadata={
-            "help": "leave out the masked LM loss and train the contrastive loss alone "
-            "(SimCSE unsupervised); CLEAR and DeCLUTR keep it"
-        },
+        metadata={"help": "deprecated: --mlm off (train the contrastive loss alone)"},
     )
     # in-training STS-B validation (fairseq_clear/evaluation/sts_validation.py)
     sts_validation: str = field(default="", metadata={"help": STS_VALIDATION_HELP["sts_validation"]})
@@ -141,22 +160,35 @@ class ContrastiveTask(StsValidationMixin, MaskedLMTask):
     inference_overrides = {"sts_validation": ""}
 
     uses_hard_negatives = False
-    model_args = None  # set by ClearRobertaModel.build_model
-    dummy_batch = False
+    #: the mode whose published values fill unset options (paper_defaults.MODES)
+    paper = "clear"
+    #: the train_step in progress (read by the criterion), None outside one
+    step = None
 
     def __init__(self, cfg, dictionary=None):
+        self.cfg = cfg  # paper_mode may read it before fairseq's __init__ sets it
         self.check_honoured(cfg)
-        if cfg.no_mlm and cfg.mlm_only:
-            raise TaskConfigError("--no-mlm with --mlm-only leaves no loss to train")
+        if cfg.mlm not in MLM_CHOICES:
+            raise TaskConfigError(f"--mlm must be one of {', '.join(MLM_CHOICES)}, got '{cfg.mlm}'")
+        if cfg.no_mlm:
+            if cfg.mlm == "on":
+                raise TaskConfigError("--no-mlm (deprecated: --mlm off) contradicts --mlm on")
+            logger.warning("--no-mlm is deprecated: pass --mlm off")
+            cfg.no_mlm, cfg.mlm = False, "off"
         if cfg.tokens_per_sample < 3:
             raise TaskConfigError(f"--tokens-per-sample must be >= 3, got {cfg.tokens_per_sample}")
         if cfg.batch_composition not in BATCH_COMPOSITIONS:
             raise TaskConfigError(
                 f"--batch-composition must be one of {', '.join(BATCH_COMPOSITIONS)}, got '{cfg.batch_composition}'"
             )
-        check_masking(cfg, used=self.uses_mlm_config(cfg))
+        paper_defaults.fill(cfg, paper_defaults.TASK_OPTIONS, self.paper_mode(), f"task {self.name}")
+        if cfg.mlm == "off" and cfg.mlm_only:
+            raise TaskConfigError("--mlm off with --mlm-only leaves no loss to train")
+        check_masking(cfg, used=cfg.mlm == "on")
         super().__init__(cfg, dictionary)  # adds <mask>
         self.init_sts_validation(cfg)  # --sts-validation (StsValidationMixin)
+        self._update_size = None
+        self._update_index = 0
 
     @classmethod
     def check_honoured(cls, cfg):
@@ -169,36 +201,46 @@ class ContrastiveTask(StsValidationMixin, MaskedLMTask):
                     f"default {defaults[name]!r}); leave it out"
                 )
 
-    @classmethod
-    def uses_mlm_config(cls, cfg) -> bool:
-        return not cfg.no_mlm
-
     @property
     def uses_mlm(self) -> bool:
         """Whether batches carry MLM input and targets."""
-        return self.uses_mlm_config(self.cfg)
+        return self.cfg.mlm == "on"
 
     @property
     def is_contrastive(self) -> bool:
         return not self.cfg.mlm_only
 
-    def paper_mode(self, model_args=None) -> str:
-        raise NotImplementedError  # each task names its paper (paper_defaults.py)
+    def paper_mode(self, model_cfg=None) -> str:
+        """Whose published values fill unset options (a key of paper_defaults.MODES); a task
+        whose paper depends on its options or on the model's (CLSR: --freeze-encoder) says so here."""
+        return self.paper
+
+    # ---- where fairseq builds the model and the criterion: their unset options resolved
+    def build_model(self, cfg, from_checkpoint=False):
+        paper_defaults.fill(cfg, paper_defaults.MODEL_OPTIONS, self.paper_mode(cfg), "model")
+        self.model_mode = self.paper_mode(cfg)  # the criterion's values follow the model's mode
+        return super().build_model(cfg, from_checkpoint)
+
+    def build_criterion(self, cfg, from_checkpoint=False):
+        mode = getattr(self, "model_mode", None) or self.paper_mode()
+        paper_defaults.fill(cfg, paper_defaults.CRITERION_OPTIONS, mode, "criterion")
+        return super().build_criterion(cfg, from_checkpoint)
 
     # ---- dictionary ------------------------------------------------------------
     @classmethod
-    def load_dictionary(cls, cfg) -> Dictionary:
+    def dictionary_for(cls, cfg) -> Dictionary:
+        """The dictionary of the data in ``cfg.data`` (fairseq's ``load_dictionary`` takes a file)."""
         return load_dictionary(cfg.data)
 
     @classmethod
     def setup_task(cls, cfg, **kwargs):
-        dictionary = cls.load_dictionary(cfg)
+        dictionary = cls.dictionary_for(cfg)
         logger.info("dictionary: %d types", len(dictionary))
         return cls(cfg, dictionary)
 
     @classmethod
     def load_dict(cls, cfg):
-        return cls.load_dictionary(cfg)
+        return cls.dictionary_for(cfg)
 
     # ---- tokenizer ---------------------------------------------------------------
     @property
@@ -252,13 +294,10 @@ class ContrastiveTask(StsValidationMixin, MaskedLMTask):
 
     def batch_sizes_for_order(self, sizes):
         """``sizes`` when batches are composed by length, else None (random batches)."""
-        composition = self.cfg.batch_composition
-        if composition == "auto":
-            composition = "length" if self.paper_mode() == "clear" else "random"
+        composition = self.cfg.batch_composition  # resolved from the paper in __init__
         if not getattr(self, "_logged_composition", False):
             self._logged_composition = True
-            logger.info("batch composition: %s (%s)", composition,
-                        "--batch-composition" if self.cfg.batch_composition != "auto" else "the paper's")
+            logger.info("batch composition: %s", composition)
         return sizes if composition == "length" else None
 
     def get_batch_iterator(self, dataset, *args, **kwargs):
@@ -272,31 +311,24 @@ class ContrastiveTask(StsValidationMixin, MaskedLMTask):
         itr.persistent_workers = False
         return itr
 
-    micro_batch = None
-    _update_size = None
-    _update_index = 0
-
     def begin_update(self, num_micro_batches: int):
         """Called by fairseq's trainer before an update's micro-batches (fairseq_fixes/update_group.py)."""
         self._update_size, self._update_index = num_micro_batches, 0
 
     def train_step(self, sample, model, criterion, optimizer, update_num, ignore_grad=False):
-        self.dummy_batch = bool(ignore_grad)  # see the module docstring
-        if self._update_size is not None:
-            self.micro_batch = (self._update_index, self._update_size)
+        index, count = self._update_index, self._update_size
+        if count is not None:
             self._update_index += 1
-            if self._update_index == self._update_size:  # the update's last: later calls are outside it
+            if self._update_index == count:  # the update's last: later calls are outside it
                 self._update_size = None
-        # a criterion that holds contrastive views across the update zeroes a stand-in batch's
-        # own terms itself: fairseq's ignore_grad (loss * 0) would also drop the earlier
-        # micro-batches' contrastive term when the stand-in comes last
-        if getattr(criterion, "holds_views_across_update", False):
-            ignore_grad = False
+        self.step = Step(index, count, stand_in=bool(ignore_grad))
         try:
-            return super().train_step(sample, model, criterion, optimizer, update_num, ignore_grad)
+            # the criterion zeroes a stand-in batch's own terms (Step.stand_in); fairseq's
+            # ignore_grad (loss * 0) would also zero the contrastive term that
+            # --accumulate-contrastive computes over the whole update when the stand-in comes last
+            return super().train_step(sample, model, criterion, optimizer, update_num, ignore_grad=False)
         finally:
-            self.dummy_batch = False
-            self.micro_batch = None
+            self.step = None
 
     def max_positions(self):
         return self.cfg.tokens_per_sample

@@ -21,7 +21,7 @@ used, the N hard negatives, for ``--criterion clear``:
   (``--loss-form nt-xent``) over a frozen encoder with the MLP e and linear h
   (``--freeze-encoder --sentence-mlp-hidden-dim ... --projection-layers 1``), τ = 0.1.
 
-MLM is off by default (``--mlm`` adds SimCSE's auxiliary MLM on every sentence).
+MLM is off by default, as in both papers (``--mlm`` adds SimCSE's auxiliary MLM on every sentence).
 """
 
 import logging
@@ -71,14 +71,6 @@ class ContrastivePairsConfig(ContrastiveConfig):
             "needs --loss-form simcse): auto = when DATA has it, on = require it, off = never"
         },
     )
-    mlm: bool = field(
-        default=False,
-        metadata={
-            "help": "add the masked LM loss on every sentence of a row (SimCSE's optional "
-            "auxiliary MLM; off in the papers' main results)"
-        },
-    )
-
 
 def _column_dir(cfg, column: str) -> str:
     return os.path.join(data_paths(cfg.data)[0], column)
@@ -95,9 +87,9 @@ class ContrastivePairsTask(ContrastiveTask):
     not_honoured = NOT_HONOURED + ("sample_break_mode",)
 
     def __init__(self, cfg: ContrastivePairsConfig, dictionary=None):
-        if cfg.mlm_only and not cfg.mlm:
+        if cfg.mlm_only and cfg.mlm != "on":
             raise TaskConfigError(
-                "--mlm-only on --task contrastive_pairs needs --mlm (MLM is off by default here)"
+                "--mlm-only on --task contrastive_pairs needs --mlm on (MLM is off by default here)"
             )
         self.columns = [cfg.anchor_column, cfg.positive_column]
         self.uses_hard_negatives = self._hard_negatives(cfg)
@@ -117,16 +109,12 @@ class ContrastivePairsTask(ContrastiveTask):
             return True  # load_dataset fails, naming the directory, if the column is missing
         return os.path.isdir(_column_dir(cfg, cfg.hard_negative_column))
 
-    def paper_mode(self, model_args=None) -> str:
+    def paper_mode(self, model_cfg=None) -> str:
         """CLSR over a frozen encoder (--freeze-encoder), SimCSE-supervised otherwise."""
-        return "clsr" if model_args is not None and getattr(model_args, "freeze_encoder", False) else "simcse"
+        return "clsr" if model_cfg is not None and getattr(model_cfg, "freeze_encoder", False) else "simcse"
 
     @classmethod
-    def uses_mlm_config(cls, cfg) -> bool:
-        return cfg.mlm and not cfg.no_mlm
-
-    @classmethod
-    def load_dictionary(cls, cfg) -> Dictionary:
+    def dictionary_for(cls, cfg) -> Dictionary:
         """DATA/dict.txt, or the anchor column's; every column must use the same one."""
         root = data_paths(cfg.data)[0]
         candidates = [os.path.join(root, "dict.txt"), os.path.join(root, cfg.anchor_column, "dict.txt")]

@@ -111,6 +111,7 @@ class DeclutrTask(ContrastiveTask):
     config_class = DeclutrConfig
     #: a sample is a document, cut into spans by DeCLUTR's sampler, not by fairseq's break modes
     not_honoured = NOT_HONOURED + ("sample_break_mode",)
+    paper = "declutr"
 
     def __init__(self, cfg: DeclutrConfig, dictionary=None):
         self.span_params = span_params(cfg)  # fails at start-up, naming the option
@@ -122,9 +123,6 @@ class DeclutrTask(ContrastiveTask):
                 "and </s>: spans are cut to %d tokens (DeCLUTR's tokenizer likewise cuts to "
                 "the model's 512 positions)", cfg.max_span_length, cfg.tokens_per_sample, longest,
             )
-
-    def paper_mode(self, model_args=None) -> str:
-        return "declutr"
 
     def build_model(self, cfg, from_checkpoint=False):
         model = super().build_model(cfg, from_checkpoint)

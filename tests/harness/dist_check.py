@@ -93,7 +93,9 @@ def _criterion(loss_form, world_size, dummy=False):
         gather_negatives="auto",
     )
     task = _Task()
-    task.dummy_batch = dummy  # what ContrastiveTask.train_step sets for fairseq's dummy batch
+    from fairseq_clear.tasks.contrastive import Step
+
+    task.step = Step(stand_in=dummy)  # what ContrastiveTask.train_step sets for fairseq's dummy batch
     return ClearCriterion(cfg, task)
 
 

@@ -1,0 +1,142 @@
+"""``--criterion clear``'s options (``ClearCriterionConfig``, each with the paper's value) and
+their check at start-up, apart from the loss itself (criterions/clear.py)."""
+
+import importlib.util
+import math
+from dataclasses import dataclass, field
+
+import torch
+from fairseq.dataclass import ChoiceEnum, FairseqDataclass
+from omegaconf import II
+
+LOSS_FORMS = ChoiceEnum(["paper", "nt-xent", "simcse"])
+GATHER_CHOICES = ChoiceEnum(["auto", "on", "off"])
+
+
+@dataclass
+class ClearCriterionConfig(FairseqDataclass):
+    cl_weight: float = field(
+        default=1.0,
+        metadata={"help": "λ in L = L_MLM + λ·L_CL (paper eq. 3: 1); 0 trains MLM only"},
+    )
+    # NaN, not None, for "not given" (paper_defaults.CRITERION_OPTIONS): fairseq's generation
+    # config shares --temperature and cannot take None
+    temperature: float = field(
+        default=float("nan"),
+        metadata={
+            "help": "τ of the contrastive loss (default: the task's paper value). CLEAR does not "
+            "state it; 0.1 is SimCLR's setting, whose framework CLEAR borrows. DeCLUTR and "
+            "SimCSE use 0.05, CLSR 0.1"
+        },
+    )
+    loss_form: LOSS_FORMS = field(
+        default="paper",
+        metadata={
+            "help": "nt-xent: every other view of the batch is a negative, both directions "
+            "(CLEAR, DeCLUTR, CLSR); simcse: each anchor against all positives "
+            "(and hard negatives), one direction (SimCSE); paper = the task's paper value (default)"
+        },
+    )
+    gather_negatives: GATHER_CHOICES = field(
+        default="auto",
+        metadata={
+            "help": "take negatives from every rank (an all-gather that keeps gradients): "
+            "auto = on whenever training is distributed; on = require it; off = local only"
+        },
+    )
+    contrastive_chunk_size: int = field(
+        default=0,
+        metadata={
+            "help": "GradCache: encode the contrastive views in chunks of this many rows without "
+            "keeping activations, and re-encode each chunk with its graph in the backward pass, so "
+            "the candidate set is not limited by memory (CLEAR's 8,192-sentence batch on one "
+            "node); 0 = off. Several ranks need --ddp-backend legacy_ddp (see fairseq_clear/gradcache.py)"
+        },
+    )
+    mlm_chunk_size: int = field(
+        default=0,
+        metadata={
+            "help": "compute the masked-LM term in chunks of this many rows, each recomputed in the "
+            "backward pass (activation checkpointing, dropout masks replayed), so that with "
+            "--contrastive-chunk-size a whole 8,192-sentence batch fits one device and forms ONE "
+            "contrastive problem with --update-freq 1; 0 = off. Several ranks need --ddp-backend legacy_ddp"
+        },
+    )
+    accumulate_contrastive: bool = field(
+        default=False,
+        metadata={
+            "help": "one contrastive problem over ALL --update-freq micro-batches of an update (their "
+            "views encoded without graph and held, the loss computed once at the last micro-batch, "
+            "every held chunk re-encoded in its backward), so per-GPU batch x update-freq x GPUs "
+            "sentences are one candidate set (the paper's 8,192 on fewer GPUs); off = each "
+            "micro-batch is its own problem. Several ranks need --ddp-backend legacy_ddp"
+        },
+    )
+    hard_negative_weight: float = field(
+        default=0.0,
+        metadata={
+            "help": "SimCSE's log-weight added to an anchor's own hard negative "
+            "(supervised pairs with a hard-negative column; 0 = plain)"
+        },
+    )
+    world_size: int = II("distributed_training.distributed_world_size")
+    ddp_backend: str = II("distributed_training.ddp_backend")
+    tpu: bool = II("common.tpu")
+    fp16: bool = II("common.fp16")
+    bf16: bool = II("common.bf16")
+    amp: bool = II("common.amp")
+    cpu: bool = II("common.cpu")
+
+
+def runtime_world_size(configured: int) -> int:
+    """The data-parallel world size once torch.distributed is up, else the configured one.
+
+    Under torchrun (env:// launch) fairseq sets the world size after the config's
+    interpolations were resolved, so ``cfg.world_size`` still reads 1 there.
+    """
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        from fairseq.distributed import utils as dist_utils
+
+        return dist_utils.get_data_parallel_world_size()
+    return configured
+
+
+def check_config(cfg, task, world_size: int) -> None:
+    """Refuse, naming the option, what would fail later deep inside fairseq or torch, or train
+    something else than asked."""
+    # written so that nan and inf fail too (nan compares false with everything)
+    if not 0 < cfg.temperature < math.inf:
+        raise ValueError(f"--temperature must be > 0 and finite, got {cfg.temperature}")
+    if not 0 <= cfg.cl_weight < math.inf:
+        raise ValueError(f"--cl-weight must be >= 0 and finite, got {cfg.cl_weight}")
+    if not math.isfinite(cfg.hard_negative_weight):
+        raise ValueError(f"--hard-negative-weight must be finite, got {cfg.hard_negative_weight}")
+    # "is True": a config built by hand holds the unresolved "${common...}" strings
+    fp16, tpu, amp, cpu = (getattr(cfg, k, False) is True for k in ("fp16", "tpu", "amp", "cpu"))
+    if (fp16 or amp) and (cpu or not torch.cuda.is_available()):
+        flag = "--fp16" if fp16 else "--amp"
+        raise ValueError(f"{flag} needs a CUDA GPU: fairseq's mixed-precision optimizer and loss scaler "
+                         f"are CUDA-only; on CPU train in fp32 (leave out {flag})")
+    if tpu and importlib.util.find_spec("torch_xla") is None:  # --bf16 alone: fairseq_fixes/bf16_without_tpu.py
+        implied = (" (fairseq's argument parsing turns --bf16 into --tpu; a fairseq-clear run's "
+                   "start-up undoes that unless --tpu was given)") if cfg.bf16 is True else ""
+        raise ValueError(f"--tpu{implied} needs torch_xla, which is not installed; leave out --tpu "
+                         "(--bf16 trains in bfloat16 on the GPU or CPU without it)")
+    if cfg.gather_negatives == "on" and world_size <= 1:
+        raise ValueError("--gather-negatives on needs distributed training, but the world size is "
+                         f"{world_size}; use 'auto' or 'off'")
+    for flag, value in (("--contrastive-chunk-size", cfg.contrastive_chunk_size),
+                        ("--mlm-chunk-size", cfg.mlm_chunk_size)):
+        if value < 0:
+            raise ValueError(f"{flag} must be >= 0, got {value}")
+    ddp_backend = str(getattr(cfg, "ddp_backend", "pytorch_ddp"))
+    for flag, value in (("--contrastive-chunk-size", cfg.contrastive_chunk_size),
+                        ("--mlm-chunk-size", cfg.mlm_chunk_size),
+                        ("--accumulate-contrastive", cfg.accumulate_contrastive)):
+        if value > 0 and world_size > 1 and ddp_backend not in ("legacy_ddp", "no_c10d"):
+            raise ValueError(f"{flag} with several ranks needs --ddp-backend legacy_ddp: the re-encoding "
+                             "backward makes parameters ready more than once, which torch's DDP refuses")
+    if getattr(task, "uses_hard_negatives", False) and cfg.loss_form != "simcse":
+        # nt-xent has no place for them: they would be dropped without a word
+        raise ValueError("the task feeds hard negatives (--hard-negatives), which only --loss-form "
+                         "simcse uses; pass --loss-form simcse, or --hard-negatives off")
