@@ -4,7 +4,7 @@
 # Raw text -> sentences -> sentencepiece -> fairseq-preprocess, into OUT_DIR/data-bin
 # (trainable with `fairseq-train OUT_DIR/data-bin --user-dir fairseq_clear --task clear`).
 # Every step is resumable: run the same command again after a crash.
-# All options are clear-prepare's (`preprocess/prepare.sh --help`); see preprocess/README.md.
+# All options are clear-prepare's (`preprocess/prepare.sh --help`); see docs/data.md.
 #
 # Uses $PYTHON if set, else the repository's .venv, else python3 on PATH.
 set -euo pipefail

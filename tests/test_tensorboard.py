@@ -1,4 +1,4 @@
-"""--tensorboard-logdir records the plugin's metrics (what the README's TensorBoard section says);
+"""--tensorboard-logdir records the plugin's metrics (what docs/training.md's "Watching a run" says);
 clear-plot draws them from the text log."""
 
 import struct

@@ -20,7 +20,7 @@ def main(argv: Optional[Sequence[str]] = None):
         usage="%(prog)s RAW... OUT_DIR [options]",
         description="Raw text → sentences → sentencepiece → fairseq-preprocess: a data directory "
         "for fairseq-train --user-dir fairseq_clear --task clear. Resumable: re-running skips "
-        "the steps whose outputs are complete. See preprocess/README.md.",
+        "the steps whose outputs are complete. See docs/data.md.",
     )
     add_args(parser)
     args = parser.parse_args(argv)

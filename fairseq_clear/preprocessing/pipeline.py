@@ -13,7 +13,7 @@ Steps (each skipped when its done-marker matches, see :class:`common.StepMarkers
 7. ``binarize``    fairseq-preprocess --only-source --srcdict → OUT_DIR/data-bin, checked
 
 Intermediate files live in OUT_DIR/work; the summary in OUT_DIR/summary.json.
-See preprocess/README.md.
+See docs/data.md.
 """
 
 import argparse

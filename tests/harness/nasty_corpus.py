@@ -16,7 +16,7 @@ import os
 import random
 from typing import Dict, List
 
-#: case name -> what it is (the README's bad-input table is generated from this)
+#: case name -> what it is (docs/data.md's bad-input table describes these)
 CASES = {
     "blank-line": "an empty line (document separator), also several in a row",
     "whitespace-only": "spaces and tabs only",
