@@ -29,6 +29,10 @@
 set -euo pipefail
 if [[ $# -lt 4 ]]; then awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 1; fi
 MODE=$1; MODEL_DIR=$2; INPUT=$3; OUT=$4; shift 4
+# a path starting with "-" would be read as an option by the tools below
+case "$MODEL_DIR" in -*) MODEL_DIR=./$MODEL_DIR ;; esac
+case "$INPUT" in -*) INPUT=./$INPUT ;; esac
+case "$OUT" in -*) OUT=./$OUT ;; esac
 HERE=$(cd "$(dirname "$0")/.." && pwd)
 case "$MODE" in clear|declutr|simcse-unsup|simcse-sup|clsr) ;; *)
   echo "error: MODE must be clear, declutr, simcse-unsup, simcse-sup or clsr, got '$MODE'" >&2; exit 1 ;; esac
@@ -72,7 +76,10 @@ case "$MODE" in
   clear)
     # CLEAR (000 §4.1) continued from a pre-trained encoder: MLM on s + NT-Xent between two
     # augmented views, [CLS], the 2-layer projection head, τ = 0.1 (the task's paper defaults)
-    read -r -a MODEL_ARGS <<< "$(python -m fairseq_clear.cli.glue model-args "$INIT")"
+    # a refusal (its error: line is on stderr) stops the recipe: set -e does not see a failure
+    # inside "<<< $(...)", so the flags are captured first
+    MODEL_ARGS_TEXT=$(python -m fairseq_clear.cli.glue model-args "$INIT")
+    read -r -a MODEL_ARGS <<< "$MODEL_ARGS_TEXT"
     USER_DIR=$(clear-user-dir 2>/dev/null || echo fairseq_clear)
     if [[ "${CPU:-0}" == "1" ]]; then
       MAX_UPDATE=${MAX_UPDATE:-300}; SETTINGS=(--batch-size 32 --cpu --num-workers 0 --log-interval 10)

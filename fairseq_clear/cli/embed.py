@@ -20,6 +20,7 @@ import time
 import numpy as np
 import torch
 
+from ..errors import NotUtf8Error
 from .hub_args import add_checkpoint_args, add_embedding_args, fail, load_hub, setup_logging
 from ..errors import FairseqClearError
 from . import command
@@ -268,7 +269,7 @@ def main(argv=None):
         if tsv_file:
             tsv_file.close()
             os.unlink(tsv_tmp)
-        fail(f"--input: {e}")
+        fail(f"--input (standard input): {e}" if args.input == "-" else f"--input {NotUtf8Error(args.input, e)}")
     except BaseException:
         writer.abort()
         if tsv_file:

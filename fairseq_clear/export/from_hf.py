@@ -36,7 +36,7 @@ import torch
 
 from ..vocabulary import BERT_SPECIALS, DEL_SYMBOL, FAIRSEQ_SPECIALS
 from .output_dir import staged_output
-from ..errors import FairseqClearError
+from ..errors import FairseqClearError, NotUtf8Error
 
 logger = logging.getLogger(__name__)
 
@@ -57,8 +57,26 @@ def _read_json(path):
     try:
         with open(path, encoding="utf-8") as f:
             return json.load(f)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+    except UnicodeDecodeError as e:
+        raise NotUtf8Error(path, e) from None
+    except (OSError, json.JSONDecodeError) as e:
         raise ImportHfError(f"cannot read '{path}': {e}") from None
+    except RecursionError:  # json's reader recurses once per nesting level
+        raise ImportHfError(f"cannot read '{path}': its JSON is nested too deeply") from None
+
+
+def _read_json_object(path, what: str) -> dict:
+    """``path``'s JSON, which must be an object (transformers calls .get/.items on it)."""
+    value = _read_json(path)
+    if not isinstance(value, dict):
+        raise ImportHfError(f"{path}: must be a JSON object of {what}, got a {type(value).__name__}")
+    return value
+
+
+def _one_line(error) -> str:
+    """A third-party message on one line (transformers' run over several), shortened."""
+    text = " ".join(str(error).split())
+    return text[:300] if text else type(error).__name__
 
 
 def _number(x) -> bool:
@@ -154,16 +172,24 @@ def _strip(state, model_type) -> Tuple[Dict[str, torch.Tensor], Dict[str, torch.
 def _bert_vocab(model_dir) -> List[str]:
     path = os.path.join(model_dir, "vocab.txt")
     if os.path.isfile(path):
-        with open(path, encoding="utf-8") as f:
-            return [line.rstrip("\n") for line in f]
+        try:
+            with open(path, encoding="utf-8") as f:
+                return [line.rstrip("\n") for line in f]
+        except UnicodeDecodeError as e:
+            raise NotUtf8Error(path, e) from None
     tj = os.path.join(model_dir, "tokenizer.json")
     if os.path.isfile(tj):
-        vocab = _read_json(tj).get("model", {}).get("vocab")
+        model = _read_json_object(tj, "tokenizer options").get("model")
+        vocab = model.get("vocab") if isinstance(model, dict) else None
         if isinstance(vocab, dict):
+            ids = list(vocab.values())
+            if sorted(i for i in ids if type(i) is int) != list(range(len(vocab))):
+                raise ImportHfError(f"{tj}: model.vocab must map tokens to the ids 0 .. {len(vocab) - 1}, each once")
             out = [""] * len(vocab)
             for token, i in vocab.items():
                 out[i] = token
             return out
+        raise ImportHfError(f"{tj}: has no model.vocab object (BERT's WordPiece vocabulary), and there is no vocab.txt")
     raise ImportHfError(f"'{model_dir}' has no vocab.txt (BERT's WordPiece vocabulary) or tokenizer.json")
 
 
@@ -511,14 +537,32 @@ CHECK_SENTENCES = ["A man is playing a guitar.", "", "Ünïcödé accents, emoji
 def verify(model_dir, staged_dir, cfg, sentences=CHECK_SENTENCES):
     """Largest |difference| of last-layer features, ours vs transformers' (None without transformers)."""
     try:
-        from transformers import AutoModel, AutoTokenizer
+        from transformers import AutoConfig, AutoModel, AutoTokenizer
     except ImportError:
         return None
     from ..models.hub_interface import from_pretrained
 
     hub = from_pretrained(staged_dir, "model.pt", ".")
-    tok = AutoTokenizer.from_pretrained(model_dir)
-    ref = AutoModel.from_pretrained(model_dir).eval()
+    # transformers reads these files too, and fails on a wrong type with no file name
+    for name, what in (("tokenizer_config.json", "tokenizer options"), ("special_tokens_map.json", "special tokens")):
+        if os.path.isfile(os.path.join(model_dir, name)):
+            _read_json_object(os.path.join(model_dir, name), what)
+    try:
+        from huggingface_hub.errors import StrictDataclassError  # config field types (transformers >= 5)
+    except ImportError:
+        StrictDataclassError = TypeError
+    try:
+        config = AutoConfig.from_pretrained(model_dir)
+    except (TypeError, ValueError, StrictDataclassError) as e:
+        raise ImportHfError(f"{os.path.join(model_dir, 'config.json')}: transformers refuses it: {_one_line(e)}") from None
+    try:
+        tok = AutoTokenizer.from_pretrained(model_dir)
+    except (TypeError, ValueError, AttributeError, KeyError, OSError) as e:
+        raise ImportHfError(
+            f"{model_dir}: transformers cannot read its tokenizer files (tokenizer.json, tokenizer_config.json, "
+            f"special_tokens_map.json, vocab files): {type(e).__name__}: {_one_line(e)}"
+        ) from None
+    ref = AutoModel.from_pretrained(model_dir, config=config).eval()
     worst = 0.0
     with torch.no_grad():
         for s in sentences:

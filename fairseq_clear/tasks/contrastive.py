@@ -33,7 +33,7 @@ from fairseq import utils
 from fairseq.data import Dictionary, MaskTokensDataset
 from fairseq.tasks.masked_lm import MaskedLMConfig, MaskedLMTask
 
-from ..data.binarized_checks import load_checked
+from ..data.binarized_checks import load_checked, load_dictionary as load_dictionary_file
 from ..evaluation.sts_validation import HELP as STS_VALIDATION_HELP, StsValidationMixin
 from ..fairseq_fixes.keep_last_batch import keeping_last_batch
 from ..errors import FairseqClearError
@@ -119,7 +119,7 @@ def load_dictionary(data: str) -> Dictionary:
             f"data directory '{paths[0]}' has no dict.txt: binarize it with "
             "fairseq-preprocess --only-source (see preprocess/prepare.sh)"
         )
-    dictionary = Dictionary.load(path)
+    dictionary = load_dictionary_file(path)
     dictionary.path = path  # named in size-mismatch errors
     return dictionary
 
