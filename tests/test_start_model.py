@@ -116,3 +116,48 @@ def test_minilm_keeps_pooling_and_normalize_through_training_and_export(tmp_path
     theirs = st.encode(sentences)
     assert np.allclose(np.linalg.norm(theirs, axis=1), 1, atol=1e-5)
     assert np.abs(ours - theirs).max() < 1e-4
+
+
+# ---- never silently worse (item 2) -----------------------------------------------------
+def test_absurd_lr_keeps_the_start_as_checkpoint_best(tmp_path):
+    """SimCSE-unsup from MiniLM with lr 0.5 ruins the model: the start is scored before the first
+    update, kept as checkpoint_best.pt (its weights), and the last line says nothing beat it."""
+    import torch
+
+    from embedding_helpers import write_stsb
+    from fairseq_clear.export.from_hf import import_hf
+    from fairseq_clear.models.hub_interface import from_pretrained
+
+    hf = _minilm(tmp_path)
+    model = tmp_path / "model"
+    import_hf(str(hf), str(model))
+    data = _prepare_lines(tmp_path, model)
+    stsb = tmp_path / "sts-dev.csv"
+    write_stsb(stsb, n=60)
+    save = tmp_path / "ck"
+    proc = run_cli([bin_path("fairseq-train"), data, "--user-dir", "fairseq_clear", "--task", "clear",
+                    "--criterion", "clear", "--augmentations", "none", "--no-mlm",
+                    *(model / "fairseq_args.txt").read_text().split(),
+                    "--restore-file", model / "model.pt", "--reset-optimizer", "--reset-dataloader",
+                    "--reset-meters", "--reset-lr-scheduler", "--tokens-per-sample", "32",
+                    "--batch-size", "16", "--optimizer", "adam", "--lr", "0.5", "--max-update", "4",
+                    "--save-interval-updates", "2", "--validate-interval-updates", "2",
+                    "--sts-validation", stsb, "--best-checkpoint-metric", "sts_b_spearman",
+                    "--maximize-best-checkpoint-metric", "--save-dir", save, "--cpu", "--num-workers", "0",
+                    "--log-format", "json", "--seed", "1", "--no-epoch-checkpoints"],
+                   cwd=os.path.dirname(os.path.dirname(__file__)))
+    out = proc.stdout
+    summary = [line for line in out.splitlines() if "STS-B dev Spearman: start" in line]
+    assert len(summary) == 1, out[-4000:]
+    print(summary[0])
+    assert "nothing beat the start: checkpoint_best.pt holds the starting model" in summary[0], summary
+    assert out.rstrip().splitlines()[-1] == summary[0] or "done training" in out
+    start = torch.load(model / "model.pt", map_location="cpu", weights_only=False)["model"]
+    best = torch.load(save / "checkpoint_best.pt", map_location="cpu", weights_only=False)
+    last = torch.load(save / "checkpoint_last.pt", map_location="cpu", weights_only=False)["model"]
+    key = "encoder.sentence_encoder.layers.0.fc1.weight"
+    assert torch.equal(best["model"][key], start[key]) and not torch.equal(last[key], start[key])
+    hub_best = from_pretrained(str(save), "checkpoint_best.pt", str(data))
+    hub_start = from_pretrained(str(model), "model.pt")
+    s = ["A man is playing a guitar.", "The weather is cold."]
+    assert np.abs(hub_best.embed(s) - hub_start.embed(s)).max() < 1e-5
