@@ -161,3 +161,53 @@ def test_absurd_lr_keeps_the_start_as_checkpoint_best(tmp_path):
     hub_start = from_pretrained(str(model), "model.pt")
     s = ["A man is playing a guitar.", "The weather is cold."]
     assert np.abs(hub_best.embed(s) - hub_start.embed(s)).max() < 1e-5
+
+
+# ---- continued-training values from the starting model (item 1) --------------------------
+def test_continued_values_name_their_source_and_yield_to_the_user():
+    from fairseq_clear.continued import options
+
+    st = {"pretrained_kind": "sentence-embedding", "pretrained_pooling": "mean", "sentence_normalize": True,
+          "encoder_embed_dim": 384}
+    words, log = options("simcse-unsup", st, cpu=True, user=[], env={})
+    assert words[words.index("--lr") + 1] == "3e-05" and words[words.index("--sentence-pooling") + 1] == "mean"
+    assert any(line.startswith("lr 3e-05 (SimCSE, continued training of a sentence-embedding model") for line in log)
+    words, log = options("simcse-sup", dict(st, encoder_embed_dim=1024, pretrained_kind="encoder"),
+                         cpu=False, user=["--lr", "2e-5"], env={})
+    assert "--lr" not in words and "lr 2e-5 (yours: --lr)" in log and words[words.index("--batch-size") + 1] == "512"
+    words, log = options("clear", st, cpu=True, user=[], env={"LR": "7e-6"})
+    assert "--lr" not in words and "lr 7e-6 (yours: LR)" in log
+    words, log = options("simcse-unsup", {"pretrained_kind": None}, cpu=True, user=[], env={})
+    assert "--lr" not in words and "recipe's own values" in log[0]
+    words, _ = options("simcse-unsup", st, cpu=True, user=[], env={}, max_update=30, sts_dev="/x/sts-dev.csv")
+    assert words[-5:] == ["--sts-validation", "/x/sts-dev.csv", "--best-checkpoint-metric", "sts_b_spearman",
+                          "--maximize-best-checkpoint-metric"]
+    assert words[words.index("--validate-interval-updates") + 1] == "3"
+
+
+def test_recipe_continues_minilm_with_continued_values_and_exports_the_best(tmp_path):
+    """CPU=1 examples/pretrained/run.sh simcse-unsup on MiniLM: lr 3e-05 (not the from-scratch 5e-4),
+    MiniLM's mean pooling, the start scored on STS_DEV, the best exported with its Normalize module."""
+    import json
+
+    from embedding_helpers import write_stsb
+    from helpers import synthetic_sentences
+
+    hf = _minilm(tmp_path)
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(synthetic_sentences(200, seed=4)) + "\n")
+    stsb = tmp_path / "sts-dev.csv"
+    write_stsb(stsb, n=60)
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    proc = run_cli([os.path.join(repo, "examples/pretrained/run.sh"), "simcse-unsup", hf, corpus, tmp_path / "out",
+                    "--log-interval", "1"],
+                   env={"CPU": "1", "MAX_UPDATE": "2", "STS_DEV": str(stsb), "PYTHONPATH": repo}, cwd=tmp_path)
+    out = proc.stdout
+    assert "recipe: lr 3e-05 (SimCSE, continued training of a sentence-embedding model of base size" in out, out[-5000:]
+    assert "recipe: sentence-pooling mean (the model's own pooling" in out
+    lrs = {json.loads(line[line.index("{"):])["lr"] for line in out.splitlines() if "train_inner" in line and "{" in line}
+    assert lrs and all(float(lr) <= 3e-5 for lr in lrs), lrs
+    assert "STS-B dev Spearman: start" in out
+    assert "checkpoint: " in out and (tmp_path / "out/checkpoints/checkpoint_best.pt").is_file()
+    assert "checkpoint_best.pt" in out.split("checkpoint: ")[-1].splitlines()[0]
+    assert json.loads((tmp_path / "out/export/modules.json").read_text())[-1]["type"].endswith("Normalize")

@@ -64,6 +64,11 @@ if [[ "$INIT" != "-" ]]; then
   # the encoder's arch, sizes and positions are the checkpoint's (they override ARCH)
   read -r -a MODEL_ARGS <<< "$(python -m fairseq_clear.cli.glue model-args "$INIT")"
   INIT_ARGS=(--finetune-from-model "$INIT" "${MODEL_ARGS[@]}")
+  # a pre-trained model: DeCLUTR's continued-training values and the model's own pooling (yours win)
+  CONT=$(python -m fairseq_clear.continued declutr "$INIT" $([[ "${CPU:-0}" == "1" ]] && echo --cpu) \
+    --max-update "$MAX_UPDATE" ${STS_DEV:+--sts-dev "$STS_DEV"} -- "$@") || exit 1
+  read -r -a CONTINUED <<< "$CONT"
+  INIT_ARGS+=(${CONTINUED[@]+"${CONTINUED[@]}"})
 fi
 
 mkdir -p "$SAVE_DIR"

@@ -171,7 +171,8 @@ class StsValidationMixin:
         run = scope.run_config()
         if run is None or hasattr(checkpoint_utils.save_checkpoint, "best"):
             return  # not a fairseq-train run, or a resumed one: fairseq restored its best score
-        self._sts_start = score = self._sts_validator.score(model)
+        # rounded as fairseq rounds the logged metric (round=2) that it compares with the best so far
+        self._sts_start = score = round(self._sts_validator.score(model), 2)
         self._sts_history.append((self._updates_done, score))
         ck = run.checkpoint
         if ck.best_checkpoint_metric != METRIC or not ck.maximize_best_checkpoint_metric:
