@@ -38,6 +38,7 @@ def fill(target, keys, task, what: str, model_args=None, unset=None) -> dict:
 
     Unset means None, or ``unset[key](value)`` is true, for options that cannot default to None.
     """
+    contrastive = callable(getattr(task, "paper_mode", None))
     mode = task_mode(task, model_args if model_args is not None else target)
     defaults = MODES[mode]
     applied = {}
@@ -47,6 +48,9 @@ def fill(target, keys, task, what: str, model_args=None, unset=None) -> dict:
             setattr(target, key, defaults[key])
             applied[key] = defaults[key]
     if applied:
-        logger.info("%s: %s's published values for the options not given: %s", what, mode,
-                    ", ".join(f"--{k.replace('_', '-')} {v}" for k, v in applied.items()))
+        # a task that names no paper (masked_lm of an import, sentence_prediction) trains no
+        # contrastive head: the values only fill the config, and saying "clear's" there misleads
+        (logger.info if contrastive else logger.debug)(
+            "%s: %s's published values for the options not given: %s", what, mode,
+            ", ".join(f"--{k.replace('_', '-')} {v}" for k, v in applied.items()))
     return applied

@@ -68,6 +68,11 @@ if [[ "$INIT" != "-" ]]; then
   MODEL_ARGS_TEXT=$(python -m fairseq_clear.cli.glue model-args "$INIT")
   read -r -a MODEL_ARGS <<< "$MODEL_ARGS_TEXT"
   INIT_ARGS=(--finetune-from-model "$INIT" "${MODEL_ARGS[@]}")
+  # a pre-trained model: DeCLUTR's continued-training values and the model's own pooling (yours win)
+  CONT=$(python -m fairseq_clear.continued declutr "$INIT" $([[ "${CPU:-0}" == "1" ]] && echo --cpu) \
+    --max-update "$MAX_UPDATE" ${STS_DEV:+--sts-dev "$STS_DEV"} -- "$@") || exit 1
+  read -r -a CONTINUED <<< "$CONT"
+  INIT_ARGS+=(${CONTINUED[@]+"${CONTINUED[@]}"})
 fi
 
 mkdir -p "$SAVE_DIR"

@@ -48,6 +48,11 @@ else
   SETTINGS=(--batch-size 512 --lr 5e-5 --num-workers 4
             --log-interval 100)
 fi
+# continuing a pre-trained model: the papers' continued-training values (lr, τ, warm-up, batch) and
+# the model's own pooling, after the settings above and before yours (yours win); STS_DEV keeps the best
+CONT=$(python -m fairseq_clear.continued simcse-sup "$INIT" $([[ "${CPU:-0}" == "1" ]] && echo --cpu) \
+  --max-update "$MAX_UPDATE" ${STS_DEV:+--sts-dev "$STS_DEV"} -- "$@") || exit 1
+read -r -a CONTINUED <<< "$CONT"
 mkdir -p "$SAVE_DIR"
 fairseq-train "$DATA" --user-dir "$USER_DIR" \
   --task contrastive_pairs --tokens-per-sample 32 \
@@ -59,4 +64,4 @@ fairseq-train "$DATA" --user-dir "$USER_DIR" \
   --lr-scheduler polynomial_decay --warmup-updates 0 --total-num-update "$MAX_UPDATE" \
   --max-update "$MAX_UPDATE" \
   --seed "${SEED:-1}" --save-dir "$SAVE_DIR" --no-epoch-checkpoints --log-format json \
-  "${SETTINGS[@]}" "$@" 2>&1 | tee "$SAVE_DIR/train.log"
+  "${SETTINGS[@]}" ${CONTINUED[@]+"${CONTINUED[@]}"} "$@" 2>&1 | tee "$SAVE_DIR/train.log"

@@ -315,6 +315,17 @@ def model_args(checkpoint: str) -> List[str]:
         flags.append("--encoder-normalize-before")
     if get("untie_weights_roberta", False):
         flags.append("--untie-weights-roberta")
+    # what the starting model is (clear-import-hf's record), carried into the trained checkpoint
+    from fairseq_clear.models.clear_roberta import PRETRAINED_KINDS
+    from fairseq_clear.models.pooling import POOLING_CHOICES
+
+    kind = get("pretrained_kind") or ("encoder" if (get("_name") or get("arch")) in STOCK_ROBERTA_ARCHS else None)
+    if kind:
+        flags += ["--pretrained-kind", checked("pretrained_kind", kind, PRETRAINED_KINDS)]
+    if get("pretrained_pooling"):
+        flags += ["--pretrained-pooling", checked("pretrained_pooling", get("pretrained_pooling"), POOLING_CHOICES)]
+    if get("sentence_normalize", False):
+        flags.append("--sentence-normalize")
     return flags
 
 

@@ -422,10 +422,6 @@ def sentence_pooling(model_dir: str) -> str:
         raise ImportHfError(f"{os.path.join(model_dir, 'modules.json')}: pooling path '{pooling_dir}' "
                             "is outside the model directory")
     path = os.path.join(model_dir, pooling_dir, "config.json")
-    if len(modules) > 2:
-        # unit length: the hub's embed(normalize=True) / clear-embed --normalize; cosine is unaffected
-        logger.info("import: %s normalises sentence embeddings; pass --normalize to clear-embed "
-                    "(embed(normalize=True)) for the same vectors", os.path.join(model_dir, "modules.json"))
     if not os.path.isfile(path):
         if len(modules) > 1:
             raise ImportHfError(f"{os.path.join(model_dir, 'modules.json')}: the Pooling module's {path} does not exist")
@@ -445,7 +441,20 @@ def sentence_pooling(model_dir: str) -> str:
     return modes[0][1]
 
 
-def model_options(cfg, pooling) -> Dict[str, object]:
+def sentence_head(model_dir: str) -> Dict[str, object]:
+    """What the model is, recorded in the checkpoint so that training, embedding and export keep it:
+    a sentence-transformers model (modules.json) records its pooling and whether it normalises
+    (a Normalize module); any other model is a pre-trained encoder with no sentence head of its own."""
+    modules = _st_modules(model_dir)
+    if len(modules) < 2:
+        return {"pretrained_kind": "encoder"}
+    head = {"pretrained_kind": "sentence-embedding", "pretrained_pooling": sentence_pooling(model_dir)}
+    if len(modules) > 2:
+        head["sentence_normalize"] = True
+    return head
+
+
+def model_options(cfg, pooling, head=None) -> Dict[str, object]:
     """The fairseq-train model options that rebuild this encoder (also stored in the checkpoint)."""
     max_positions = cfg["max_position_embeddings"] - (2 if cfg["model_type"] != "bert" else 0)
     return {
@@ -460,11 +469,13 @@ def model_options(cfg, pooling) -> Dict[str, object]:
         "dropout": float(cfg.get("hidden_dropout_prob", 0.1)),
         "attention_dropout": float(cfg.get("attention_probs_dropout_prob", 0.1)),
         "sentence_pooling": pooling,
+        **(head or {}),
     }
 
 
 def fairseq_args(options) -> str:
-    return " ".join(f"--{k.replace('_', '-')} {v}" for k, v in options.items())
+    return " ".join(f"--{k.replace('_', '-')}" if v is True else f"--{k.replace('_', '-')} {v}"
+                    for k, v in options.items() if v is not False)
 
 
 def _checkpoint_cfg(options, out_dir):
@@ -477,7 +488,7 @@ def _checkpoint_cfg(options, out_dir):
     argv = [out_dir, "--task", "masked_lm", "--arch", "clear_roberta", "--criterion", "masked_lm",
             "--tokens-per-sample", str(options["max_positions"]), "--cpu"]
     for k, v in options.items():
-        argv += [f"--{k.replace('_', '-')}", str(v)]
+        argv += [f"--{k.replace('_', '-')}"] if v is True else [f"--{k.replace('_', '-')}", str(v)]
     args = fairseq_options.parse_args_and_arch(parser, argv)
     cfg = convert_namespace_to_omegaconf(args)
     cfg.task.data = "."
@@ -504,7 +515,9 @@ def import_hf(model_dir: str, out_dir: str, overwrite: bool = False, tolerance: 
     where = model_dir
     check_lm_head(enc, head, cfg, where)
     state, has_head = convert_state(enc, head, cfg, rows, where)
-    options = model_options(cfg, pooling)
+    head = sentence_head(model_dir)
+    options = model_options(cfg, pooling, head)
+    logger.info("import: %s", describe(options))
     with staged_output(out_dir, overwrite=overwrite) as staging:
         with open(os.path.join(staging, "dict.txt"), "w", encoding="utf-8") as f:
             f.writelines(f"{s} 1\n" for s in symbols)
@@ -528,6 +541,17 @@ def import_hf(model_dir: str, out_dir: str, overwrite: bool = False, tolerance: 
         manifest = sorted(os.listdir(staging))
     return {"model_type": cfg["model_type"], "tokenizer": tokenizer.kind, "rows": len(rows),
             "lm_head": has_head, "max_difference": difference, "files": manifest, "options": options}
+
+
+def describe(options) -> str:
+    """One line saying what was imported (the record training, embedding and export keep)."""
+    size = (f"{options['encoder_layers']} layers x {options['encoder_embed_dim']} "
+            f"({options['encoder_attention_heads']} heads)")
+    if options.get("pretrained_kind") != "sentence-embedding":
+        return f"a pre-trained encoder of {size}, no sentence head of its own"
+    return (f"a sentence-embedding model of {size}: {options['pretrained_pooling']} pooling"
+            + (", unit-length vectors (Normalize)" if options.get("sentence_normalize") else "")
+            + "; training, embed()/clear-embed and clear-export-hf keep them unless told otherwise")
 
 
 CHECK_SENTENCES = ["A man is playing a guitar.", "", "Ünïcödé accents, emoji 🙂 and numbers 12,345.67!",

@@ -109,6 +109,9 @@ class SentenceMLP(nn.Module):
         return self.fc2(F.relu(self.fc1(x)))
 
 
+#: --pretrained-kind: what clear-import-hf imported
+PRETRAINED_KINDS = ("encoder", "sentence-embedding")
+
 #: model options whose default is the task's paper value
 MODEL_PAPER_OPTIONS = ("sentence_pooling", "projection_layers", "projection_output_activation_fn")
 
@@ -173,6 +176,28 @@ class ClearRobertaModel(RobertaModel):
             help="CLSR: output size of e, the sentence representation "
             "(default: --encoder-embed-dim)",
         )
+        # what the starting model is, recorded by clear-import-hf and carried through training
+        # (cli.glue model-args): the user's model keeps its own sentence head unless told otherwise
+        parser.add_argument(
+            "--sentence-normalize",
+            action="store_true",
+            help="the sentence vectors are unit length (a sentence-transformers Normalize module, "
+            "recorded by clear-import-hf): the default of embed(normalize=) and clear-embed, and "
+            "clear-export-hf writes the Normalize module",
+        )
+        parser.add_argument(
+            "--pretrained-kind",
+            choices=PRETRAINED_KINDS,
+            help="what the starting model is (recorded by clear-import-hf): 'encoder' (BERT, RoBERTa, "
+            "XLM-R) or 'sentence-embedding' (a sentence-transformers model); recipes pick "
+            "continued-training values for it (default: none, a model trained here from scratch)",
+        )
+        parser.add_argument(
+            "--pretrained-pooling",
+            choices=POOLING_CHOICES,
+            help="the starting sentence-embedding model's own pooling (recorded by clear-import-hf): "
+            "the default --sentence-pooling of training and embedding",
+        )
         parser.add_argument(
             "--layernorm-eps",
             type=float,
@@ -210,6 +235,7 @@ class ClearRobertaModel(RobertaModel):
         if OmegaConf.is_config(args):
             OmegaConf.set_struct(args, False)
         base_clear_architecture(args)
+        own_pooling(args)
         paper_defaults.fill(args, MODEL_PAPER_OPTIONS, task, "model")
         if hasattr(task, "paper_mode"):
             task.model_args = args  # the criterion's paper values may depend on it (CLSR: --freeze-encoder)
@@ -466,6 +492,21 @@ def check_encoder_shapes(model, state_dict, prefix=""):
         )
 
 
+def own_pooling(args):
+    """A sentence-embedding model keeps its own pooling unless --sentence-pooling says otherwise."""
+    own = safe_getattr(args, "pretrained_pooling", None)
+    if not own:
+        return
+    if args.sentence_pooling is None:
+        args.sentence_pooling = own
+        logger.info("model: --sentence-pooling %s: the starting model's own pooling (a sentence-embedding "
+                    "model, recorded by clear-import-hf); pass --sentence-pooling to change it", own)
+    elif args.sentence_pooling != own:
+        logger.warning("model: --sentence-pooling %s replaces the starting model's own pooling (%s): its "
+                       "vectors change meaning; leave --sentence-pooling out to keep the model's",
+                       args.sentence_pooling, own)
+
+
 def base_clear_architecture(args):
     # sentence_pooling, projection_layers and projection_output_activation_fn stay None
     # when not given: build_model fills them with the task's paper values
@@ -479,6 +520,9 @@ def base_clear_architecture(args):
     args.sentence_mlp_hidden_dim = safe_getattr(args, "sentence_mlp_hidden_dim", None) or 0
     args.sentence_mlp_dim = safe_getattr(args, "sentence_mlp_dim", None) or 0
     args.layernorm_eps = safe_getattr(args, "layernorm_eps", None) or 1e-5
+    args.sentence_normalize = bool(safe_getattr(args, "sentence_normalize", False))
+    args.pretrained_kind = safe_getattr(args, "pretrained_kind", None)
+    args.pretrained_pooling = safe_getattr(args, "pretrained_pooling", None)
     base_architecture(args)
 
 

@@ -258,7 +258,8 @@ class ContrastiveTask(StsValidationMixin, MaskedLMTask):
         if not getattr(self, "_logged_composition", False):
             self._logged_composition = True
             logger.info("batch composition: %s (%s)", composition,
-                        "--batch-composition" if self.cfg.batch_composition != "auto" else "the paper's")
+                        "--batch-composition" if self.cfg.batch_composition != "auto"
+                        else f"--batch-composition auto: {self.paper_mode()} mode's order")
         return sizes if composition == "length" else None
 
     def get_batch_iterator(self, dataset, *args, **kwargs):
