@@ -128,7 +128,9 @@ def span_deletion(
     ``ceil(ratio * n)`` tokens (at least one); where rounding up would overshoot,
     fewer spans are deleted, so that the expected deleted share is
     ``count * ratio`` (25% with the paper's values) at every length, and a real
-    token always remains.
+    token always remains. Where ``count`` spans of that length leave no real token,
+    the spans are shortened to the longest that do (as close to the asked share as the
+    sentence allows), rather than the sentence being left unchanged.
     Spans are placed over the real tokens; ``[DEL]`` tokens from an earlier
     augmentation stay where they are.
     """
@@ -138,7 +140,10 @@ def span_deletion(
     n = len(real) if has_del else len(tokens)
     if n <= 1:
         return tokens.copy()
-    length = span_length(n, ratio)
+    # a span that would not fit (count spans of ceil(ratio * n) tokens and one real token
+    # left) is shortened to the longest that does: else a short sentence kept every token
+    # (1 x 0.9 changed no sentence under 10 tokens)
+    length = max(1, min(span_length(n, ratio), (n - 1) // max(count, 1)))
     # spans are rounded up to whole tokens (at least one), so deleting all `count`
     # of them would overshoot count * ratio in short sentences: delete fewer there,
     # keeping the expected share exact at every length (and a real token left)
@@ -166,7 +171,9 @@ def reorder(
     average); the text between two swapped spans keeps its order but shifts by their difference.
     """
     n = len(tokens)
-    length = span_length(n, ratio)
+    # as in span_deletion, spans that would not fit (2 * pairs spans of ceil(ratio * n)
+    # tokens) are shortened to the longest that do, rather than nothing being swapped
+    length = max(1, min(span_length(n, ratio), n // (2 * max(pairs, 1))))
     # as in span_deletion: short sentences swap fewer pairs, so the expected share
     # of moved tokens stays 2 * pairs * ratio at every length
     pairs = min(pairs, stochastic_round(pairs * ratio * n / length, rng), n // (2 * length))

@@ -9,3 +9,33 @@ message names the option or file; the command-line tools print it as one ``error
 
 class FairseqClearError(Exception):
     """An option, input or file that fairseq-clear cannot use; the message names it."""
+
+
+class NotUtf8Error(FairseqClearError, UnicodeDecodeError):
+    """A text file we read is not UTF-8; the message names the file and the line.
+
+    Python's own message gives a byte position inside a read buffer, and no file.
+    """
+
+    def __init__(self, path: str, error: UnicodeDecodeError):
+        UnicodeDecodeError.__init__(self, error.encoding, error.object, error.start, error.end, error.reason)
+        self.path = path
+        self.line = first_non_utf8_line(path)
+
+    def __str__(self):
+        where = f"{self.path}:{self.line}" if self.line else f"'{self.path}'"
+        return f"{where}: not UTF-8 text ({self.reason}); convert the file to UTF-8 (e.g. with iconv)"
+
+
+def first_non_utf8_line(path: str):
+    """1-based number of the first line of ``path`` that is not UTF-8 (None when unknown)."""
+    try:
+        with open(path, "rb") as f:
+            for number, raw in enumerate(f, 1):  # b"\n" never occurs inside a UTF-8 sequence
+                try:
+                    raw.decode("utf-8")
+                except UnicodeDecodeError:
+                    return number
+    except OSError:  # standard input, or gone: the message names the file without a line
+        return None
+    return None

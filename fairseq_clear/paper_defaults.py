@@ -30,6 +30,25 @@ CLSR = {"sentence_pooling": "mean", "projection_layers": 1, "projection_output_a
 
 MODES = {"clear": CLEAR, "simcse": SIMCSE, "declutr": DECLUTR, "clsr": CLSR}
 
+#: continuing a pre-trained encoder (the recipes, fairseq_clear/continued.py): recipe MODE ->
+#: (paper, {fairseq-train option: (value for a base-size encoder, for a large one)})
+CONTINUED = {
+    # SimCSE (Gao et al. 2021), Table D.1: unsup BERT-base 3e-5, BERT-large 1e-5; τ 0.05; no warm-up
+    "simcse-unsup": ("SimCSE", {"lr": ("3e-05", "1e-05"), "temperature": ("0.05", "0.05"),
+                                "warmup-updates": ("0", "0")}),
+    # sup: BERT-base 5e-5, BERT-large 1e-5, batch 512
+    "simcse-sup": ("SimCSE", {"lr": ("5e-05", "1e-05"), "temperature": ("0.05", "0.05"),
+                              "warmup-updates": ("0", "0")}),
+    # DeCLUTR (Giorgi et al. 2021) continues DistilRoBERTa / RoBERTa-base with lr 5e-5, τ 0.05
+    "declutr": ("DeCLUTR", {"lr": ("5e-05", "5e-05"), "temperature": ("0.05", "0.05")}),
+    # CLEAR pre-trains from scratch; continuing an encoder, the recipe's 1e-5 (fine-tuning size)
+    "clear": ("CLEAR recipe", {"lr": ("1e-05", "1e-05"), "temperature": ("0.1", "0.1")}),
+    # CLSR trains its heads over a frozen encoder: the recipe's own values hold
+    "clsr": ("CLSR", {}),
+}
+#: batch sizes of the papers (GPU runs only: a CPU run keeps the recipe's CPU size)
+PAPER_BATCH = {"simcse-unsup": "64", "simcse-sup": "512", "declutr": "16"}
+
 #: the options each part resolves, and how "not given" reads for those that cannot default to
 #: None (fairseq's generation config shares --temperature and cannot take None: NaN there)
 TASK_OPTIONS = {"mlm": lambda v: v in (None, "auto"), "batch_composition": lambda v: v in (None, "auto")}
@@ -37,7 +56,7 @@ MODEL_OPTIONS = {"sentence_pooling": None, "projection_layers": None, "projectio
 CRITERION_OPTIONS = {"temperature": lambda v: v is None or v != v, "loss_form": lambda v: v in (None, "paper")}
 
 
-def fill(target, options: dict, mode: str, what: str) -> dict:
+def fill(target, options: dict, mode: str, what: str, quiet: bool = False) -> dict:
     """Set each option of ``options`` that is unset on ``target`` (a Namespace or config) to
     ``mode``'s published value; returns what it set (and logs it once, naming the mode)."""
     from omegaconf import OmegaConf
@@ -55,6 +74,9 @@ def fill(target, options: dict, mode: str, what: str) -> dict:
             setattr(target, key, value)
         if struct:
             OmegaConf.set_struct(target, True)
-        logger.info("%s: %s's published values for the options not given: %s", what, mode,
-                    ", ".join(f"--{k.replace('_', '-')} {v}" for k, v in applied.items()))
+        # quiet: the fallback of a part built by a task that names no paper (masked_lm of an
+        # import, sentence_prediction): the values only fill the config, and "clear's" would mislead
+        (logger.debug if quiet else logger.info)(
+            "%s: %s's published values for the options not given: %s", what, mode,
+            ", ".join(f"--{k.replace('_', '-')} {v}" for k, v in applied.items()))
     return applied

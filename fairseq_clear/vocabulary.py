@@ -383,9 +383,12 @@ def _bert_lowercase(directory: str) -> bool:
     if os.path.isfile(cfg):
         try:
             with open(cfg, encoding="utf-8") as f:
-                return bool(json.load(f).get("do_lower_case", True))
-        except (OSError, ValueError):
-            pass
+                options = json.load(f)
+        except (OSError, ValueError, RecursionError) as e:  # ValueError: bad JSON or not UTF-8
+            raise TokenizerError(f"cannot read '{cfg}': {type(e).__name__}: {e}") from None
+        if not isinstance(options, dict):
+            raise TokenizerError(f"{cfg}: must be a JSON object of tokenizer options, got a {type(options).__name__}")
+        return bool(options.get("do_lower_case", True))
     return True
 
 

@@ -117,6 +117,29 @@ def test_span_deletion_short_sentences_keep_a_real_token():
         assert not ((out[1:] == DEL) & (out[:-1] == DEL)).any()
 
 
+@pytest.mark.parametrize("count,ratio", [(1, 0.9), (2, 0.45), (3, 0.3)])
+def test_span_deletion_that_does_not_fit_deletes_the_most_it_can(count, ratio):
+    """A span of ceil(ratio * n) tokens that leaves no real token used to delete nothing, so
+    ``--del-span-count 1 --del-span-ratio 0.9`` left every sentence under 10 tokens unchanged."""
+    for i, n in enumerate(range(2, 10)):
+        s = np.arange(100, 100 + n)
+        out = aug.span_deletion(s, rng(i), count, ratio, del_idx=DEL)
+        fits = (n - 1) // count  # the longest span `count` of which leave a real token
+        if fits == 0:
+            continue  # fewer tokens than spans + 1: stochastic count, as for the paper's values
+        assert n - real_count(out) == count * fits, (n, out)
+
+
+@pytest.mark.parametrize("pairs,ratio", [(1, 0.5), (2, 0.25)])
+def test_reorder_that_does_not_fit_swaps_the_longest_spans_it_can(pairs, ratio):
+    """2 * pairs spans of ceil(ratio * n) tokens do not fit an odd-length sentence: it used to
+    stay unchanged (half the sentences with 1 x 0.5)."""
+    for i, n in enumerate(range(2 * pairs, 30)):
+        s = np.arange(n)
+        out = aug.reorder(s, rng(i), pairs, ratio)
+        assert int((out != s).sum()) == 2 * pairs * max(1, min(-(-n * ratio // 1), n // (2 * pairs))), n
+
+
 # ---- reorder --------------------------------------------------------------------
 def test_reorder_keeps_the_token_multiset_and_swaps_pairs_of_spans():
     s = np.arange(1000, 1200)  # n = 200: 5 pairs of 10-token spans

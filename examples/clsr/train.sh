@@ -32,11 +32,17 @@
 set -euo pipefail
 if [[ $# -lt 2 ]]; then awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 1; fi
 DATA=$1; INIT=$2; shift 2
+# a path starting with "-" would be read as an option by the tools below
+case "$DATA" in -*) DATA=./$DATA ;; esac
+case "$INIT" in -*) INIT=./$INIT ;; esac
 [[ -f "$INIT" ]] || { echo "error: checkpoint '$INIT' does not exist" >&2; exit 1; }
 [[ -f "$DATA/pairs.json" ]] || { echo "error: '$DATA' has no pairs.json: build it with clear-prepare-pairs" >&2; exit 1; }
 SAVE_DIR=${SAVE_DIR:-checkpoints/clsr}
 USER_DIR=$(clear-user-dir 2>/dev/null || echo fairseq_clear)
-read -r -a MODEL_ARGS <<< "$(python -m fairseq_clear.cli.glue model-args "$INIT")"
+# a refusal (its error: line is on stderr) stops the recipe: set -e does not see a failure
+# inside "<<< $(...)", so the flags are captured first
+MODEL_ARGS_TEXT=$(python -m fairseq_clear.cli.glue model-args "$INIT")
+read -r -a MODEL_ARGS <<< "$MODEL_ARGS_TEXT"
 # e and h default to the encoder's width (768 for a base model, as in the paper)
 E_DIM=${E_DIM:-$(printf '%s\n' "${MODEL_ARGS[@]}" | grep -A1 -- '--encoder-embed-dim' | tail -1)}
 if [[ "${CPU:-0}" == "1" ]]; then

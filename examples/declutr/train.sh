@@ -35,6 +35,7 @@ if [[ $# -lt 1 ]]; then
   exit 1
 fi
 DATA=$1; shift
+case "$DATA" in -*) DATA=./$DATA ;; esac  # else read as an option by fairseq-train
 INIT=-
 if [[ $# -gt 0 && "$1" != -* ]]; then INIT=$1; shift; fi
 [[ "$INIT" == "-" || -f "$INIT" ]] || { echo "error: checkpoint '$INIT' does not exist" >&2; exit 1; }
@@ -62,8 +63,16 @@ fi
 INIT_ARGS=()
 if [[ "$INIT" != "-" ]]; then
   # the encoder's arch, sizes and positions are the checkpoint's (they override ARCH)
-  read -r -a MODEL_ARGS <<< "$(python -m fairseq_clear.cli.glue model-args "$INIT")"
+  # a refusal (its error: line is on stderr) stops the recipe: set -e does not see a failure
+  # inside "<<< $(...)", so the flags are captured first
+  MODEL_ARGS_TEXT=$(python -m fairseq_clear.cli.glue model-args "$INIT")
+  read -r -a MODEL_ARGS <<< "$MODEL_ARGS_TEXT"
   INIT_ARGS=(--finetune-from-model "$INIT" "${MODEL_ARGS[@]}")
+  # a pre-trained model: DeCLUTR's continued-training values and the model's own pooling (yours win)
+  CONT=$(python -m fairseq_clear.continued declutr "$INIT" $([[ "${CPU:-0}" == "1" ]] && echo --cpu) \
+    --max-update "$MAX_UPDATE" ${STS_DEV:+--sts-dev "$STS_DEV"} -- "$@") || exit 1
+  read -r -a CONTINUED <<< "$CONT"
+  INIT_ARGS+=(${CONTINUED[@]+"${CONTINUED[@]}"})
 fi
 
 mkdir -p "$SAVE_DIR"

@@ -27,6 +27,8 @@ if [[ $# -lt 2 ]]; then
   exit 1
 fi
 TASK=$1; CHECKPOINT=$2; shift 2
+# a path starting with "-" would be read as an option by model-args and fairseq-train
+case "$CHECKPOINT" in -*) CHECKPOINT=./$CHECKPOINT ;; esac
 PYTHON=${PYTHON:-python}
 DATA_BIN=${DATA_BIN:-glue-bin/$TASK-bin}
 SAVE_DIR=${SAVE_DIR:-checkpoints/glue/$TASK}

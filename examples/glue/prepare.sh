@@ -23,6 +23,10 @@ if [[ $# -lt 4 ]]; then
   exit 1
 fi
 GLUE_DIR=$1; PRETRAIN_DATA=$2; OUT_DIR=$3; shift 3
+# a path starting with "-" would be read as an option by the tools below
+case "$GLUE_DIR" in -*) GLUE_DIR=./$GLUE_DIR ;; esac
+case "$PRETRAIN_DATA" in -*) PRETRAIN_DATA=./$PRETRAIN_DATA ;; esac
+case "$OUT_DIR" in -*) OUT_DIR=./$OUT_DIR ;; esac
 TASKS=("$@")
 if [[ "${TASKS[0]}" == "ALL" ]]; then
   TASKS=(RTE MRPC STS-B CoLA SST-2 QNLI QQP MNLI)
@@ -36,12 +40,23 @@ SPM="${SENTENCEPIECE_MODEL:-$PRETRAIN_DATA}"
 [[ -f "$DICT" ]] || { echo "error: no dict.txt in PRETRAIN_DATA '$PRETRAIN_DATA'" >&2; exit 1; }
 [[ -e "$SPM" ]] || { echo "error: no sentencepiece model '$SPM' (set SENTENCEPIECE_MODEL)" >&2; exit 1; }
 
+# fairseq-preprocess splits --validpref/--testpref at commas, so the split text files go to a
+# comma-free temporary folder; each TASK-bin is built beside its final name and renamed when
+# complete, so a failure leaves no half-written TASK-bin (and the previous one, if any, intact)
+mkdir -p "$OUT_DIR"
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/glue-prepare.XXXXXX")
+PARTIAL=
+trap 'rm -rf "$WORK" ${PARTIAL:+"$PARTIAL"}' EXIT
+[[ "$WORK" != *,* ]] || { echo "error: the temporary folder '$WORK' has a comma (set TMPDIR)" >&2; exit 1; }
+
 for TASK in "${TASKS[@]}"; do
   [[ -d "$GLUE_DIR/$TASK" ]] || { echo "error: no folder '$GLUE_DIR/$TASK'" >&2; exit 1; }
   echo "== $TASK"
-  DEST="$OUT_DIR/$TASK-bin"
-  RAW="$OUT_DIR/$TASK-raw"
-  rm -rf "$DEST" "$RAW"
+  FINAL="$OUT_DIR/$TASK-bin"
+  PARTIAL="$OUT_DIR/.$TASK-bin.partial-$$"
+  DEST=$PARTIAL
+  RAW="$WORK/$TASK-raw"
+  rm -rf "$RAW"
   # header and column handling, tokenisation: fairseq_clear/evaluation/glue.py
   "$PYTHON" -m fairseq_clear.cli.glue split "$GLUE_DIR" "$TASK" "$SPM" "$RAW"
 
@@ -71,6 +86,8 @@ for TASK in "${TASKS[@]}"; do
   fi
   # the hub finds the tokenizer next to the data (ClearRobertaModel.from_pretrained)
   "$PYTHON" -m fairseq_clear.cli.glue copy-tokenizer "$SPM" "$DEST"
-  rm -rf "$RAW"
-  echo "wrote $DEST"
+  rm -rf "$RAW" "$FINAL"
+  mv "$PARTIAL" "$FINAL"
+  PARTIAL=
+  echo "wrote $FINAL"
 done

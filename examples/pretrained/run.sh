@@ -16,7 +16,9 @@
 #            (clear-prepare-pairs), OUT/checkpoints
 #
 # Each step is skipped when its output exists (clear-prepare resumes on its own).
-# Environment: CPU=1 (CPU-sized schedules of the recipes), SEED, PREPARE_ARGS (more clear-prepare
+# Environment: CPU=1 (CPU-sized schedules of the recipes), STS_DEV (STS-B's sts-dev.csv or your own
+# pairs in its format: the start is scored, the best checkpoint, the start included, is kept and
+# exported to OUT/export), SEED, PREPARE_ARGS (more clear-prepare
 # options, e.g. "--input-format lines --documents lines" for one sentence per line), and for clear
 # AUGMENTATIONS (default del-span,reorder: CLEAR's best GLUE pair, Table 1), MAX_UPDATE, LR.
 #
@@ -29,6 +31,10 @@
 set -euo pipefail
 if [[ $# -lt 4 ]]; then awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 1; fi
 MODE=$1; MODEL_DIR=$2; INPUT=$3; OUT=$4; shift 4
+# a path starting with "-" would be read as an option by the tools below
+case "$MODEL_DIR" in -*) MODEL_DIR=./$MODEL_DIR ;; esac
+case "$INPUT" in -*) INPUT=./$INPUT ;; esac
+case "$OUT" in -*) OUT=./$OUT ;; esac
 HERE=$(cd "$(dirname "$0")/.." && pwd)
 case "$MODE" in clear|declutr|simcse-unsup|simcse-sup|clsr) ;; *)
   echo "error: MODE must be clear, declutr, simcse-unsup, simcse-sup or clsr, got '$MODE'" >&2; exit 1 ;; esac
@@ -72,13 +78,19 @@ case "$MODE" in
   clear)
     # CLEAR (000 §4.1) continued from a pre-trained encoder: MLM on s + NT-Xent between two
     # augmented views, [CLS], the 2-layer projection head, τ = 0.1 (the task's paper defaults)
-    read -r -a MODEL_ARGS <<< "$(python -m fairseq_clear.cli.glue model-args "$INIT")"
+    # a refusal (its error: line is on stderr) stops the recipe: set -e does not see a failure
+    # inside "<<< $(...)", so the flags are captured first
+    MODEL_ARGS_TEXT=$(python -m fairseq_clear.cli.glue model-args "$INIT")
+    read -r -a MODEL_ARGS <<< "$MODEL_ARGS_TEXT"
     USER_DIR=$(clear-user-dir 2>/dev/null || echo fairseq_clear)
     if [[ "${CPU:-0}" == "1" ]]; then
       MAX_UPDATE=${MAX_UPDATE:-300}; SETTINGS=(--batch-size 32 --cpu --num-workers 0 --log-interval 10)
     else
       MAX_UPDATE=${MAX_UPDATE:-20000}; SETTINGS=(--batch-size 256 --num-workers 4 --log-interval 100)
     fi
+    CONT=$(python -m fairseq_clear.continued clear "$INIT" $([[ "${CPU:-0}" == "1" ]] && echo --cpu) \
+      --max-update "$MAX_UPDATE" ${STS_DEV:+--sts-dev "$STS_DEV"} -- "$@") || exit 1
+    read -r -a CONTINUED <<< "$CONT"
     mkdir -p "$SAVE_DIR"
     fairseq-train "$DATA" --user-dir "$USER_DIR" --task clear --criterion clear \
       --augmentations "${AUGMENTATIONS:-del-span,reorder}" \
@@ -87,6 +99,13 @@ case "$MODE" in
       --lr "${LR:-1e-5}" --lr-scheduler polynomial_decay --warmup-updates $(( MAX_UPDATE / 10 )) \
       --total-num-update "$MAX_UPDATE" --max-update "$MAX_UPDATE" \
       --seed "${SEED:-1}" --save-dir "$SAVE_DIR" --no-epoch-checkpoints --log-format json \
-      "${SETTINGS[@]}" "$@" 2>&1 | tee "$SAVE_DIR/train.log" ;;
+      "${SETTINGS[@]}" ${CONTINUED[@]+"${CONTINUED[@]}"} "$@" 2>&1 | tee "$SAVE_DIR/train.log" ;;
 esac
-echo "checkpoint: $SAVE_DIR/checkpoint_last.pt (hub: from_pretrained('$SAVE_DIR', 'checkpoint_last.pt', '$DATA'))"
+# the best checkpoint by STS_DEV (the start included) when the run kept one, else the last
+CKPT=checkpoint_last.pt
+[[ -f "$SAVE_DIR/checkpoint_best.pt" ]] && CKPT=checkpoint_best.pt
+echo "checkpoint: $SAVE_DIR/$CKPT (hub: from_pretrained('$SAVE_DIR', '$CKPT', '$DATA'))"
+if [[ ! -e "$OUT/export" ]] && python -c "import sentence_transformers" 2>/dev/null; then
+  clear-export-hf --checkpoint "$SAVE_DIR/$CKPT" --data "$DATA" --out "$OUT/export" --cpu \
+    && echo "sentence-transformers model: $OUT/export (SentenceTransformer('$OUT/export'))"
+fi

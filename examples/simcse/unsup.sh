@@ -13,6 +13,8 @@
 # Environment:
 #   SAVE_DIR  (default: checkpoints/simcse-unsup)     CPU=1  CPU-sized: 300 updates, batch 64, mean pooling
 #   SEED      (default: 1)
+#   STS_DEV   STS-B's sts-dev.csv (or your own pairs in its format): score the start and every
+#             checkpoint interval, keep the best (the start included) as checkpoint_best.pt
 #   NUM_SENTENCES  for the 1-epoch schedule (default: SimCSE's 1,000,000)
 #
 # SimCSE (unsup RoBERTa-base): 1 epoch over 10^6 Wikipedia sentences, batch 512,
@@ -21,11 +23,17 @@
 set -euo pipefail
 if [[ $# -lt 2 ]]; then awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 1; fi
 DATA=$1; INIT=$2; shift 2
+# a path starting with "-" would be read as an option by the tools below
+case "$DATA" in -*) DATA=./$DATA ;; esac
+case "$INIT" in -*) INIT=./$INIT ;; esac
 [[ -f "$INIT" ]] || { echo "error: checkpoint '$INIT' does not exist" >&2; exit 1; }
 SAVE_DIR=${SAVE_DIR:-checkpoints/simcse-unsup}
 USER_DIR=$(clear-user-dir 2>/dev/null || echo fairseq_clear)
 # the encoder's arch, sizes and positions are the checkpoint's
-read -r -a MODEL_ARGS <<< "$(python -m fairseq_clear.cli.glue model-args "$INIT")"
+# a refusal (its error: line is on stderr) stops the recipe: set -e does not see a failure
+# inside "<<< $(...)", so the flags are captured first
+MODEL_ARGS_TEXT=$(python -m fairseq_clear.cli.glue model-args "$INIT")
+read -r -a MODEL_ARGS <<< "$MODEL_ARGS_TEXT"
 if [[ "${CPU:-0}" == "1" ]]; then
   MAX_UPDATE=${MAX_UPDATE:-300}
   # a 2-layer model's [CLS] carries little: mean pooling, and a higher lr
@@ -36,6 +44,11 @@ else
   SETTINGS=(--batch-size 512 --lr 1e-5 --num-workers 4
             --log-interval 100)
 fi
+# continuing a pre-trained model: the papers' continued-training values (lr, τ, warm-up, batch) and
+# the model's own pooling, after the settings above and before yours (yours win); STS_DEV keeps the best
+CONT=$(python -m fairseq_clear.continued simcse-unsup "$INIT" $([[ "${CPU:-0}" == "1" ]] && echo --cpu) \
+  --max-update "$MAX_UPDATE" ${STS_DEV:+--sts-dev "$STS_DEV"} -- "$@") || exit 1
+read -r -a CONTINUED <<< "$CONT"
 mkdir -p "$SAVE_DIR"
 fairseq-train "$DATA" --user-dir "$USER_DIR" \
   --task clear --augmentations none --mlm off --tokens-per-sample 32 \
@@ -46,4 +59,4 @@ fairseq-train "$DATA" --user-dir "$USER_DIR" \
   --lr-scheduler polynomial_decay --warmup-updates 0 --total-num-update "$MAX_UPDATE" \
   --max-update "$MAX_UPDATE" \
   --seed "${SEED:-1}" --save-dir "$SAVE_DIR" --no-epoch-checkpoints --log-format json \
-  "${SETTINGS[@]}" "$@" 2>&1 | tee "$SAVE_DIR/train.log"
+  "${SETTINGS[@]}" ${CONTINUED[@]+"${CONTINUED[@]}"} "$@" 2>&1 | tee "$SAVE_DIR/train.log"

@@ -20,6 +20,7 @@ import time
 import numpy as np
 import torch
 
+from ..errors import NotUtf8Error
 from .hub_args import add_checkpoint_args, add_embedding_args, fail, load_hub, setup_logging
 from ..errors import FairseqClearError
 from . import command
@@ -40,7 +41,9 @@ def get_parser():
     io.add_argument("--output", required=True, metavar="FILE",
                     help="the .npy file to write (N x dim, float32), at exactly this path")
     io.add_argument("--tsv", metavar="FILE", help="also write the vectors as tab-separated text, one per line")
-    io.add_argument("--normalize", action="store_true", help="scale every vector to unit length")
+    io.add_argument("--normalize", action=argparse.BooleanOptionalAction, default=None,
+                    help="scale every vector to unit length (default: the model's own: yes for a "
+                    "sentence-transformers model with a Normalize module, recorded by clear-import-hf)")
     run = parser.add_argument_group("running")
     run.add_argument("--device", help="cpu, cuda or cuda:N (default: cuda if available unless --cpu)")
     run.add_argument("--precision", choices=("fp32", "bf16", "fp16"), default="fp32",
@@ -268,7 +271,7 @@ def main(argv=None):
         if tsv_file:
             tsv_file.close()
             os.unlink(tsv_tmp)
-        fail(f"--input: {e}")
+        fail(f"--input (standard input): {e}" if args.input == "-" else f"--input {NotUtf8Error(args.input, e)}")
     except BaseException:
         writer.abort()
         if tsv_file:

@@ -39,7 +39,9 @@ def get_parser():
         help="representation: pooled output, through CLSR's e if present; pooled: encoder only; "
         "projection: through the contrastive projection head g too (default: representation)",
     )
-    parser.add_argument("--normalize", action="store_true", help="add a Normalize module (unit-length vectors)")
+    parser.add_argument("--normalize", action=argparse.BooleanOptionalAction, default=None,
+                        help="add a Normalize module (unit-length vectors) (default: the model's own: yes "
+                        "when it was imported from a sentence-transformers model with one)")
     parser.add_argument(
         "--with-lm-head", action="store_true",
         help="save XLMRobertaForMaskedLM (encoder + masked-LM head, for fill-mask) instead of the "

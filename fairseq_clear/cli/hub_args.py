@@ -65,12 +65,15 @@ def load_hub(args):
     from ..errors import FairseqClearError
     from ..models.hub_interface import from_pretrained
 
-    path = os.path.abspath(args.checkpoint)
+    path = os.path.abspath(os.path.expanduser(args.checkpoint))
+    # a path the user typed means what it means in their shell: ./x and ../x from the current directory
+    data = os.path.abspath(os.path.expanduser(args.data)) if args.data else os.path.dirname(path)
     try:
         hub = from_pretrained(
             os.path.dirname(path),
             os.path.basename(path),
-            args.data or os.path.dirname(path),
+            data,
+            data_option=f"--data {args.data}" if args.data else "--data (not given: the checkpoint's directory)",
             bpe=getattr(args, "bpe", None),
             sentencepiece_model=args.sentencepiece_model,
             allow_nonfinite_weights=getattr(args, "allow_nonfinite_weights", False),

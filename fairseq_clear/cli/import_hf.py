@@ -43,6 +43,9 @@ def main(argv=None):
                else f"last hidden states within {summary['max_difference']:.1e} of transformers'")
     print(f"imported {summary['model_type']} ({summary['tokenizer']} tokenizer, {summary['rows']} dictionary "
           f"rows, LM head: {'yes' if summary['lm_head'] else 'fresh'}) to {args.out_dir}; {checked}")
+    from ..export.from_hf import describe
+
+    print(f"the model: {describe(summary['options'])}")
     with open(os.path.join(args.out_dir, "fairseq_args.txt"), encoding="utf-8") as f:
         print("fairseq-train options for this encoder: " + f.read().strip())
 

@@ -8,12 +8,54 @@ deep inside torch or fairseq, often only when the bad sentence is reached.
 import os
 
 import numpy as np
-from fairseq.data import data_utils
+from fairseq.data import Dictionary, data_utils
+
 from ..errors import FairseqClearError
 
 
 class BinarizedDataError(FairseqClearError, ValueError):
     """A binarized split is missing, damaged or does not fit the dictionary; the message names the file."""
+
+
+class DictionaryFileError(FairseqClearError, ValueError):
+    """A dict.txt that fairseq cannot read; the message names the file and the line."""
+
+
+def _bad_dictionary_line(path: str, text: str):
+    """(line number, reason) of the first line fairseq's ``Dictionary.add_from_file`` refuses."""
+    seen = set(Dictionary().symbols)  # <s> <pad> </s> <unk> come first
+    for number, line in enumerate(text.splitlines(), 1):
+        parts = line.rstrip().rsplit(" ", 1)
+        if len(parts) == 2 and parts[1] == "#fairseq:overwrite":
+            parts = parts[0].rsplit(" ", 1) + ["overwrite"]
+        try:
+            int(parts[1])
+        except (IndexError, ValueError):
+            return number, f"expected '<token> <count>', got {line[:80]!r}"
+        if parts[0] in seen and parts[-1] != "overwrite":
+            return number, f"{parts[0][:80]!r} is listed twice"
+        seen.add(parts[0])
+    return None
+
+
+def load_dictionary(path: str) -> Dictionary:
+    """fairseq's ``Dictionary.load(path)``; a damaged file fails naming it and the line.
+
+    fairseq's own messages (a duplicate, a line without a count, bad UTF-8) do not say which file.
+    """
+    with open(path, "rb") as f:
+        raw = f.read()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw.count(b"\n", 0, e.start) + 1
+        raise DictionaryFileError(f"{path}:{line}: not UTF-8 ({e.reason}): build dict.txt again") from None
+    try:
+        return Dictionary.load(path)
+    except (ValueError, RuntimeError) as e:  # fairseq's format and duplicate errors
+        where = _bad_dictionary_line(path, text)
+        place, reason = (f"{path}:{where[0]}", where[1]) if where else (path, str(e))
+        raise DictionaryFileError(f"{place}: {reason}: not a fairseq dictionary (build dict.txt again)") from None
 
 
 def load_checked(split_path: str, dictionary, combine: bool = False):
@@ -41,13 +83,30 @@ def load_checked(split_path: str, dictionary, combine: bool = False):
     buffer = getattr(dataset, "_bin_buffer", None)
     if index is not None and buffer is not None:  # fairseq's mmap format
         sizes = np.asarray(index.sizes, dtype=np.int64)
+        pointers = np.asarray(index._pointers, dtype=np.int64)
         itemsize = np.dtype(index.dtype).itemsize
-        end = int(index._pointers[-1]) + int(sizes[-1]) * itemsize
-        if end > len(buffer):
+        # every sentence, not only the last: fairseq reads a negative size as "the rest of the file"
+        bad = np.flatnonzero((sizes < 0) | (pointers < 0))
+        if len(bad):
+            i = int(bad[0])
             raise BinarizedDataError(
-                f"'{bin_}' is truncated: its index needs {end} bytes, the file has {len(buffer)}; "
-                "binarize the split again"
+                f"'{idx}' is damaged: sentence {i} has size {int(sizes[i])} at byte offset {int(pointers[i])} "
+                f"({len(bad)} such sentences); binarize the split again"
             )
+        ends = pointers + sizes * itemsize
+        over = np.flatnonzero(ends > len(buffer))
+        if len(over):
+            i = int(over[0])
+            where = f"sentence {i} (size {int(sizes[i])} at byte offset {int(pointers[i])}) ends at byte {int(ends[i])}"
+            if len(over) == len(sizes) - i and bool(np.all(np.diff(ends[i:]) >= 0)):  # every later one too
+                raise BinarizedDataError(
+                    f"'{bin_}' is truncated: {where}, the file has {len(buffer)} bytes; binarize the split again"
+                )
+            raise BinarizedDataError(
+                f"'{idx}' is damaged: {where} of '{bin_}', which has {len(buffer)} bytes "
+                f"({len(over)} such sentences); binarize the split again"
+            )
+        end = int(ends.max())
         tokens = np.frombuffer(buffer, dtype=index.dtype, count=end // itemsize)
         top = int(tokens.max()) if len(tokens) else 0
         if top >= len(dictionary):

@@ -33,8 +33,10 @@ class SentenceDataset(BaseWrapperDataset):
         self.num_truncated = int((kept > max_body_len).sum())
         self._sizes = np.minimum(kept, max_body_len) + 2
         logger.info(
-            "%s: %d sentences; skipped %d empty lines; truncated %d sentences longer "
-            "than %d tokens",
+            # the empty lines are the binarized split's: clear-prepare writes one between documents
+            # (every line is a document with --documents lines), so a corpus without any has them too
+            "%s: %d sentences (%d empty lines of the binarized split, document separators, are not "
+            "samples); truncated %d sentences longer than %d tokens",
             name or "split",
             len(self.indices),
             self.num_empty,

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional
 
 import numpy as np
-from ..errors import FairseqClearError
+from ..errors import FairseqClearError, NotUtf8Error
 
 
 @dataclass(frozen=True)
@@ -124,6 +124,17 @@ def read_tsv(path: str, header: bool, num_fields: Optional[int], needed: int):
     """Rows of a GLUE tsv (fields split on tabs only: GLUE text has quotes)."""
     if not os.path.isfile(path):
         raise GlueDataError(f"GLUE file '{path}' does not exist")
+    try:
+        rows, skipped = _read_tsv_rows(path, header, num_fields, needed)
+    except UnicodeDecodeError as e:
+        raise NotUtf8Error(path, e) from None
+    if skipped:
+        print(f"{path}: skipped {len(skipped)} lines without {num_fields} fields "
+              f"(first: line {skipped[0]})", file=sys.stderr)
+    return rows
+
+
+def _read_tsv_rows(path: str, header: bool, num_fields: Optional[int], needed: int):
     rows, skipped = [], []
     with open(path, encoding="utf-8-sig") as f:  # MRPC files start with a BOM
         for lineno, line in enumerate(f, start=1):
@@ -138,10 +149,7 @@ def read_tsv(path: str, header: bool, num_fields: Optional[int], needed: int):
                     f"{path}:{lineno}: expected at least {needed} tab-separated columns, found {len(fields)}"
                 )
             rows.append(fields)
-    if skipped:
-        print(f"{path}: skipped {len(skipped)} lines without {num_fields} fields "
-              f"(first: line {skipped[0]})", file=sys.stderr)
-    return rows
+    return rows, skipped
 
 
 def split_task(glue_dir: str, task: str, tokenizer_source: str, out_dir: str) -> Dict[str, int]:
@@ -307,6 +315,17 @@ def model_args(checkpoint: str) -> List[str]:
         flags.append("--encoder-normalize-before")
     if get("untie_weights_roberta", False):
         flags.append("--untie-weights-roberta")
+    # what the starting model is (clear-import-hf's record), carried into the trained checkpoint
+    from fairseq_clear.models.clear_roberta import PRETRAINED_KINDS
+    from fairseq_clear.models.pooling import POOLING_CHOICES
+
+    kind = get("pretrained_kind") or ("encoder" if (get("_name") or get("arch")) in STOCK_ROBERTA_ARCHS else None)
+    if kind:
+        flags += ["--pretrained-kind", checked("pretrained_kind", kind, PRETRAINED_KINDS)]
+    if get("pretrained_pooling"):
+        flags += ["--pretrained-pooling", checked("pretrained_pooling", get("pretrained_pooling"), POOLING_CHOICES)]
+    if get("sentence_normalize", False):
+        flags.append("--sentence-normalize")
     return flags
 
 

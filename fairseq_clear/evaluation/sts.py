@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence
 
 import numpy as np
-from ..errors import FairseqClearError
+from ..errors import FairseqClearError, NotUtf8Error
 
 logger = logging.getLogger(__name__)
 
@@ -76,8 +76,11 @@ def _normalize(sentence: str) -> str:
 def _read_lines(path: str) -> List[str]:
     if not os.path.isfile(path):
         raise FileNotFoundError(f"STS file '{path}' does not exist")
-    with open(path, encoding="utf-8") as f:
-        return f.read().splitlines()
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read().splitlines()
+    except UnicodeDecodeError as e:
+        raise NotUtf8Error(path, e) from None
 
 
 def _finish(problems: List[str], skip_malformed: bool, what: str):

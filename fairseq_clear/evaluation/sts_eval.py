@@ -9,18 +9,92 @@ same pairs, so our models and baselines sit in one table.
 
 import logging
 import os
+import pickle
 import time
 from typing import Callable, Dict, List
 
 import numpy as np
 import torch
 
+from ..errors import FairseqClearError, NotUtf8Error
 from .sts import (
     ALL_TASKS, SENTEVAL_COPY_DIR, TABLE2_TASKS, alignment_uniformity, load_task, resolve_sts_dirs,
     score_pairs, unique_sentences,
 )
 
 logger = logging.getLogger(__name__)
+
+
+class ModelDirError(FairseqClearError, ValueError):
+    """A --model directory whose files cannot be read or used; the message names the file."""
+
+
+#: JSON files that transformers / sentence-transformers read from a model directory, and the
+#: type each must have (they call .get/.items on them, and fail with no file name otherwise)
+MODEL_JSON_FILES = {"config.json": dict, "tokenizer_config.json": dict, "special_tokens_map.json": dict,
+                    "tokenizer.json": dict, "modules.json": list, "sentence_bert_config.json": dict,
+                    "config_sentence_transformers.json": dict}
+
+
+def _read_json(file):
+    import json
+
+    try:
+        with open(file, encoding="utf-8") as f:
+            return json.load(f)
+    except UnicodeDecodeError as e:
+        raise NotUtf8Error(file, e) from None
+    except (OSError, ValueError) as e:
+        raise ModelDirError(f"{file}: cannot read it as JSON: {e}") from None
+    except RecursionError:  # json's reader recurses once per nesting level
+        raise ModelDirError(f"{file}: its JSON is nested too deeply") from None
+
+
+def _check_json_files(path, extra=()):
+    """Each JSON file of the directory reads, and has the type its reader expects."""
+    files = [(name, kind) for name, kind in MODEL_JSON_FILES.items()] + [(name, dict) for name in extra]
+    for name, kind in files:
+        file = os.path.join(path, name)
+        if os.path.isfile(file):
+            value = _read_json(file)
+            if not isinstance(value, kind):
+                raise ModelDirError(f"{file}: must be a JSON {'list' if kind is list else 'object'}, "
+                                    f"got a {type(value).__name__}")
+
+
+def _one_line(error) -> str:
+    text = " ".join(str(error).split())
+    return f"{type(error).__name__}: {text[:300]}"
+
+
+def _load_config(path):
+    """transformers' config of ``path``; its strict field check names config.json here."""
+    from transformers import AutoConfig
+
+    try:
+        from huggingface_hub.errors import StrictDataclassError  # config field types (transformers >= 5)
+    except ImportError:
+        StrictDataclassError = TypeError
+    try:
+        return AutoConfig.from_pretrained(path, trust_remote_code=False)
+    except (TypeError, ValueError, OSError, StrictDataclassError) as e:
+        raise ModelDirError(f"{os.path.join(path, 'config.json')}: transformers cannot use it: {_one_line(e)}") from None
+
+
+def _weights_errors() -> tuple:
+    """What loading a damaged weights file raises (safetensors' error is an Exception of its own)."""
+    try:
+        from safetensors import SafetensorError
+    except ImportError:
+        return (OSError, ValueError, RuntimeError, pickle.UnpicklingError)
+    return (OSError, ValueError, RuntimeError, pickle.UnpicklingError, SafetensorError)
+
+
+def _weights_file(path) -> str:
+    for name in ("model.safetensors", "pytorch_model.bin"):
+        if os.path.isfile(os.path.join(path, name)):
+            return os.path.join(path, name)
+    return os.path.join(path, "model.safetensors")
 
 Encoder = Callable[[List[str]], Dict[str, np.ndarray]]
 
@@ -115,8 +189,17 @@ def _directory_encoder(path, label, batch_size):
     if os.path.isfile(os.path.join(path, "modules.json")):
         from sentence_transformers import SentenceTransformer
 
-        _check_modules(path)
-        st = SentenceTransformer(path, device="cpu", trust_remote_code=False)
+        modules = _check_modules(path)
+        _check_json_files(path, [os.path.join(m["path"], "config.json") for m in modules
+                                 if isinstance(m.get("path"), str) and m["path"]])
+        if os.path.isfile(os.path.join(path, "config.json")):
+            _load_config(path)
+        try:
+            st = SentenceTransformer(path, device="cpu", trust_remote_code=False)
+        except (TypeError, AttributeError, KeyError) + _weights_errors() as e:
+            # its modules read files it does not name: name the directory and the likely ones
+            raise ModelDirError(f"--model '{path}': sentence-transformers cannot load it (its modules, "
+                                f"tokenizer or weights file {_weights_file(path)}): {_one_line(e)}") from None
         return as_encoder(st, label or "st", batch_size)
     if os.path.isfile(os.path.join(path, "config.json")):
         return _hf_mean_encoder(path, label or "mean", batch_size)
@@ -127,28 +210,33 @@ def _directory_encoder(path, label, batch_size):
 def _check_modules(path):
     """modules.json names the classes sentence-transformers imports; only its own are taken
     (before version 6 it imported any class a local directory named)."""
-    import json
-
     file = os.path.join(path, "modules.json")
-    try:
-        with open(file, encoding="utf-8") as f:
-            modules = json.load(f)
-    except (OSError, ValueError) as e:
-        raise ValueError(f"--model '{path}': cannot read {file}: {e}") from None
+    modules = _read_json(file)
     if not isinstance(modules, list):
-        raise ValueError(f"--model '{path}': {file} is not a list of modules")
+        raise ModelDirError(f"--model '{path}': {file} is not a list of modules")
     for m in modules:
         kind = m.get("type") if isinstance(m, dict) else None
         if not isinstance(kind, str) or not kind.startswith("sentence_transformers."):
-            raise ValueError(f"--model '{path}': {file} names the module type {kind!r}; only "
-                             "sentence_transformers.* modules are loaded (a class named by a file is code)")
+            raise ModelDirError(f"--model '{path}': {file} names the module type {kind!r}; only "
+                                "sentence_transformers.* modules are loaded (a class named by a file is code)")
+    return modules
 
 
 def _hf_mean_encoder(path, label, batch_size):
     from transformers import AutoModel, AutoTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=False)
-    model = AutoModel.from_pretrained(path, trust_remote_code=False).eval()
+    _check_json_files(path)
+    config = _load_config(path)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=False)
+    except (TypeError, ValueError, AttributeError, KeyError, OSError) as e:
+        raise ModelDirError(f"--model '{path}': transformers cannot read its tokenizer files (tokenizer.json, "
+                            f"tokenizer_config.json, special_tokens_map.json, vocab files): {_one_line(e)}") from None
+    try:
+        model = AutoModel.from_pretrained(path, config=config, trust_remote_code=False).eval()
+    except _weights_errors() as e:
+        raise ModelDirError(f"--model '{path}': transformers cannot build the model from config.json and "
+                            f"{_weights_file(path)}: {_one_line(e)}") from None
 
     def encode(sentences):
         out = []

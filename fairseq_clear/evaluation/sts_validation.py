@@ -120,15 +120,30 @@ class StsValidator:
 
 
 class StsValidationMixin:
-    """Task hooks for ``--sts-validation``; put it before the fairseq task in the bases."""
+    """Task hooks for ``--sts-validation``; put it before the fairseq task in the bases.
+
+    Never silently worse: in a fairseq-train run the starting model is scored before the first
+    update (``begin_epoch``). With ``--best-checkpoint-metric sts_b_spearman
+    --maximize-best-checkpoint-metric`` its weights are written as checkpoint_best.pt and its
+    score becomes fairseq's best so far (``checkpoint_utils.save_checkpoint.best``, which fairseq
+    itself keeps), so a checkpoint replaces it only when it scores at least as well. When the
+    run ends one line says ``start X -> best Y (update N), last Z``, and whether anything beat
+    the start.
+    """
 
     _sts_validator = None
     _sts_score = None
+    _sts_start = None
+    _sts_history = ()
+    _sts_start_checked = False
+    _sts_keeps_start = False
+    _updates_done = 0
 
     def init_sts_validation(self, cfg):
         """Build the validator at start-up (bad options fail here, naming the option)."""
         self._sts_validator = None
         self._sts_score = None
+        self._sts_history = []
         if getattr(cfg, "sts_validation", ""):
             self._sts_validator = StsValidator(
                 cfg.sts_validation,
@@ -137,11 +152,73 @@ class StsValidationMixin:
                 pooling=getattr(cfg, "sts_validation_pooling", "") or None,
                 batch_size=getattr(cfg, "sts_validation_batch_size", 128),
             )
+            from ..fairseq_fixes import scope
+
+            scope.at_end(self.log_sts_summary)
+
+    def begin_epoch(self, epoch, model):
+        super().begin_epoch(epoch, model)
+        if self._sts_validator is not None and not self._sts_start_checked:
+            self._sts_start_checked = True
+            self.score_start(model)
+
+    def score_start(self, model):
+        """Score the model before its first update; keep it as checkpoint_best.pt (see the class)."""
+        from fairseq import checkpoint_utils
+
+        from ..fairseq_fixes import scope
+
+        run = scope.run_config()
+        if run is None or hasattr(checkpoint_utils.save_checkpoint, "best"):
+            return  # not a fairseq-train run, or a resumed one: fairseq restored its best score
+        # rounded as fairseq rounds the logged metric (round=2) that it compares with the best so far
+        self._sts_start = score = round(self._sts_validator.score(model), 2)
+        self._sts_history.append((self._updates_done, score))
+        ck = run.checkpoint
+        if ck.best_checkpoint_metric != METRIC or not ck.maximize_best_checkpoint_metric:
+            logger.info("STS-B dev of the starting model: %.2f; checkpoint_best.pt follows --best-checkpoint-metric "
+                        "%s (pass --best-checkpoint-metric %s --maximize-best-checkpoint-metric to keep the start "
+                        "when no checkpoint beats it)", score, ck.best_checkpoint_metric, METRIC)
+            return
+        checkpoint_utils.save_checkpoint.best = score  # fairseq's own record of the best so far
+        self._sts_keeps_start = True
+        if ck.no_save or not _is_first_rank():
+            return
+        path = os.path.join(ck.save_dir, f"checkpoint_best{ck.checkpoint_suffix or ''}.pt")
+        _save_start(run, model, path, score)
+        logger.info("STS-B dev of the starting model: %.2f, saved as %s: a checkpoint replaces it only when "
+                    "it scores at least as well", score, path)
+
+    def train_step(self, sample, model, criterion, optimizer, update_num, ignore_grad=False):
+        self._updates_done = update_num + 1
+        return super().train_step(sample, model, criterion, optimizer, update_num, ignore_grad)
 
     def begin_valid_epoch(self, epoch, model):
         super().begin_valid_epoch(epoch, model)
         if self._sts_validator is not None:
             self._sts_score = self._sts_validator.score(model)
+            self._sts_history.append((self._updates_done, self._sts_score))
+
+    def sts_summary(self) -> str:
+        """``STS-B dev Spearman: start X -> best Y (update N), last Z`` over this run's scores."""
+        history = list(self._sts_history)
+        if not history:
+            return ""
+        start = self._sts_start
+        # fairseq replaces checkpoint_best.pt on a tie: the last of the best scores is the one it holds
+        best_updates, best = max(reversed(history), key=lambda h: h[1])
+        last_updates, last = history[-1]
+        line = (f"STS-B dev Spearman: start {'%.2f' % start if start is not None else 'not scored'} -> best "
+                f"{best:.2f} (update {best_updates}), last {last:.2f} (update {last_updates})")
+        if start is not None and all(s < start for _, s in history[1:]):
+            line += ("; nothing beat the start: " + ("checkpoint_best.pt holds the starting model"
+                                                     if self._sts_keeps_start else "every checkpoint is worse"))
+        return line
+
+    def log_sts_summary(self):
+        line = self.sts_summary()
+        if line:
+            logger.info(line)
 
     def valid_step(self, sample, model, criterion):
         loss, sample_size, logging_output = super().valid_step(sample, model, criterion)
@@ -156,6 +233,30 @@ class StsValidationMixin:
         if count > 0:
             total = sum(_as_float(log.get(_SUM, 0.0)) for log in logging_outputs)
             metrics.log_scalar(METRIC, total / count, 1, round=2)
+
+
+def _is_first_rank() -> bool:
+    return not (torch.distributed.is_available() and torch.distributed.is_initialized()) \
+        or torch.distributed.get_rank() == 0
+
+
+def _save_start(run, model, path, score):
+    """The starting model as a fairseq checkpoint (trainer.state_dict's layout, no optimizer state)."""
+    from fairseq import checkpoint_utils, utils
+    from omegaconf import OmegaConf
+
+    cfg = OmegaConf.to_container(run, resolve=True, enum_to_str=True) if OmegaConf.is_config(run) else run
+    state = {
+        "args": None, "cfg": cfg, "model": utils.move_to_cpu(model.state_dict()), "criterion": None,
+        "optimizer_history": [{"criterion_name": "start", "optimizer_name": "start",
+                               "lr_scheduler_state": {"best": score}, "num_updates": 0}],
+        "task_state": {},
+        "extra_state": {"train_iterator": {"epoch": 1, "iterations_in_epoch": 0, "shuffle": True},
+                        "val_loss": score, "best": score, "start": True},
+        "last_optimizer_state": None,
+    }
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    checkpoint_utils.torch_persistent_save(state, path)
 
 
 def _as_float(x) -> float:

@@ -36,7 +36,7 @@ import torch
 
 from ..vocabulary import BERT_SPECIALS, DEL_SYMBOL, FAIRSEQ_SPECIALS
 from .output_dir import staged_output
-from ..errors import FairseqClearError
+from ..errors import FairseqClearError, NotUtf8Error
 
 logger = logging.getLogger(__name__)
 
@@ -57,8 +57,26 @@ def _read_json(path):
     try:
         with open(path, encoding="utf-8") as f:
             return json.load(f)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+    except UnicodeDecodeError as e:
+        raise NotUtf8Error(path, e) from None
+    except (OSError, json.JSONDecodeError) as e:
         raise ImportHfError(f"cannot read '{path}': {e}") from None
+    except RecursionError:  # json's reader recurses once per nesting level
+        raise ImportHfError(f"cannot read '{path}': its JSON is nested too deeply") from None
+
+
+def _read_json_object(path, what: str) -> dict:
+    """``path``'s JSON, which must be an object (transformers calls .get/.items on it)."""
+    value = _read_json(path)
+    if not isinstance(value, dict):
+        raise ImportHfError(f"{path}: must be a JSON object of {what}, got a {type(value).__name__}")
+    return value
+
+
+def _one_line(error) -> str:
+    """A third-party message on one line (transformers' run over several), shortened."""
+    text = " ".join(str(error).split())
+    return text[:300] if text else type(error).__name__
 
 
 def _number(x) -> bool:
@@ -154,16 +172,24 @@ def _strip(state, model_type) -> Tuple[Dict[str, torch.Tensor], Dict[str, torch.
 def _bert_vocab(model_dir) -> List[str]:
     path = os.path.join(model_dir, "vocab.txt")
     if os.path.isfile(path):
-        with open(path, encoding="utf-8") as f:
-            return [line.rstrip("\n") for line in f]
+        try:
+            with open(path, encoding="utf-8") as f:
+                return [line.rstrip("\n") for line in f]
+        except UnicodeDecodeError as e:
+            raise NotUtf8Error(path, e) from None
     tj = os.path.join(model_dir, "tokenizer.json")
     if os.path.isfile(tj):
-        vocab = _read_json(tj).get("model", {}).get("vocab")
+        model = _read_json_object(tj, "tokenizer options").get("model")
+        vocab = model.get("vocab") if isinstance(model, dict) else None
         if isinstance(vocab, dict):
+            ids = list(vocab.values())
+            if sorted(i for i in ids if type(i) is int) != list(range(len(vocab))):
+                raise ImportHfError(f"{tj}: model.vocab must map tokens to the ids 0 .. {len(vocab) - 1}, each once")
             out = [""] * len(vocab)
             for token, i in vocab.items():
                 out[i] = token
             return out
+        raise ImportHfError(f"{tj}: has no model.vocab object (BERT's WordPiece vocabulary), and there is no vocab.txt")
     raise ImportHfError(f"'{model_dir}' has no vocab.txt (BERT's WordPiece vocabulary) or tokenizer.json")
 
 
@@ -396,10 +422,6 @@ def sentence_pooling(model_dir: str) -> str:
         raise ImportHfError(f"{os.path.join(model_dir, 'modules.json')}: pooling path '{pooling_dir}' "
                             "is outside the model directory")
     path = os.path.join(model_dir, pooling_dir, "config.json")
-    if len(modules) > 2:
-        # unit length: the hub's embed(normalize=True) / clear-embed --normalize; cosine is unaffected
-        logger.info("import: %s normalises sentence embeddings; pass --normalize to clear-embed "
-                    "(embed(normalize=True)) for the same vectors", os.path.join(model_dir, "modules.json"))
     if not os.path.isfile(path):
         if len(modules) > 1:
             raise ImportHfError(f"{os.path.join(model_dir, 'modules.json')}: the Pooling module's {path} does not exist")
@@ -419,7 +441,20 @@ def sentence_pooling(model_dir: str) -> str:
     return modes[0][1]
 
 
-def model_options(cfg, pooling) -> Dict[str, object]:
+def sentence_head(model_dir: str) -> Dict[str, object]:
+    """What the model is, recorded in the checkpoint so that training, embedding and export keep it:
+    a sentence-transformers model (modules.json) records its pooling and whether it normalises
+    (a Normalize module); any other model is a pre-trained encoder with no sentence head of its own."""
+    modules = _st_modules(model_dir)
+    if len(modules) < 2:
+        return {"pretrained_kind": "encoder"}
+    head = {"pretrained_kind": "sentence-embedding", "pretrained_pooling": sentence_pooling(model_dir)}
+    if len(modules) > 2:
+        head["sentence_normalize"] = True
+    return head
+
+
+def model_options(cfg, pooling, head=None) -> Dict[str, object]:
     """The fairseq-train model options that rebuild this encoder (also stored in the checkpoint)."""
     max_positions = cfg["max_position_embeddings"] - (2 if cfg["model_type"] != "bert" else 0)
     return {
@@ -434,11 +469,13 @@ def model_options(cfg, pooling) -> Dict[str, object]:
         "dropout": float(cfg.get("hidden_dropout_prob", 0.1)),
         "attention_dropout": float(cfg.get("attention_probs_dropout_prob", 0.1)),
         "sentence_pooling": pooling,
+        **(head or {}),
     }
 
 
 def fairseq_args(options) -> str:
-    return " ".join(f"--{k.replace('_', '-')} {v}" for k, v in options.items())
+    return " ".join(f"--{k.replace('_', '-')}" if v is True else f"--{k.replace('_', '-')} {v}"
+                    for k, v in options.items() if v is not False)
 
 
 def _checkpoint_cfg(options, out_dir):
@@ -451,7 +488,7 @@ def _checkpoint_cfg(options, out_dir):
     argv = [out_dir, "--task", "masked_lm", "--arch", "clear_roberta", "--criterion", "masked_lm",
             "--tokens-per-sample", str(options["max_positions"]), "--cpu"]
     for k, v in options.items():
-        argv += [f"--{k.replace('_', '-')}", str(v)]
+        argv += [f"--{k.replace('_', '-')}"] if v is True else [f"--{k.replace('_', '-')}", str(v)]
     args = fairseq_options.parse_args_and_arch(parser, argv)
     cfg = convert_namespace_to_omegaconf(args)
     cfg.task.data = "."
@@ -478,7 +515,9 @@ def import_hf(model_dir: str, out_dir: str, overwrite: bool = False, tolerance: 
     where = model_dir
     check_lm_head(enc, head, cfg, where)
     state, has_head = convert_state(enc, head, cfg, rows, where)
-    options = model_options(cfg, pooling)
+    head = sentence_head(model_dir)
+    options = model_options(cfg, pooling, head)
+    logger.info("import: %s", describe(options))
     with staged_output(out_dir, overwrite=overwrite) as staging:
         with open(os.path.join(staging, "dict.txt"), "w", encoding="utf-8") as f:
             f.writelines(f"{s} 1\n" for s in symbols)
@@ -504,6 +543,17 @@ def import_hf(model_dir: str, out_dir: str, overwrite: bool = False, tolerance: 
             "lm_head": has_head, "max_difference": difference, "files": manifest, "options": options}
 
 
+def describe(options) -> str:
+    """One line saying what was imported (the record training, embedding and export keep)."""
+    size = (f"{options['encoder_layers']} layers x {options['encoder_embed_dim']} "
+            f"({options['encoder_attention_heads']} heads)")
+    if options.get("pretrained_kind") != "sentence-embedding":
+        return f"a pre-trained encoder of {size}, no sentence head of its own"
+    return (f"a sentence-embedding model of {size}: {options['pretrained_pooling']} pooling"
+            + (", unit-length vectors (Normalize)" if options.get("sentence_normalize") else "")
+            + "; training, embed()/clear-embed and clear-export-hf keep them unless told otherwise")
+
+
 CHECK_SENTENCES = ["A man is playing a guitar.", "", "Ünïcödé accents, emoji 🙂 and numbers 12,345.67!",
                    "supercalifragilisticexpialidocious antidisestablishmentarianism"]
 
@@ -511,14 +561,32 @@ CHECK_SENTENCES = ["A man is playing a guitar.", "", "Ünïcödé accents, emoji
 def verify(model_dir, staged_dir, cfg, sentences=CHECK_SENTENCES):
     """Largest |difference| of last-layer features, ours vs transformers' (None without transformers)."""
     try:
-        from transformers import AutoModel, AutoTokenizer
+        from transformers import AutoConfig, AutoModel, AutoTokenizer
     except ImportError:
         return None
     from ..models.hub_interface import from_pretrained
 
     hub = from_pretrained(staged_dir, "model.pt", ".")
-    tok = AutoTokenizer.from_pretrained(model_dir)
-    ref = AutoModel.from_pretrained(model_dir).eval()
+    # transformers reads these files too, and fails on a wrong type with no file name
+    for name, what in (("tokenizer_config.json", "tokenizer options"), ("special_tokens_map.json", "special tokens")):
+        if os.path.isfile(os.path.join(model_dir, name)):
+            _read_json_object(os.path.join(model_dir, name), what)
+    try:
+        from huggingface_hub.errors import StrictDataclassError  # config field types (transformers >= 5)
+    except ImportError:
+        StrictDataclassError = TypeError
+    try:
+        config = AutoConfig.from_pretrained(model_dir)
+    except (TypeError, ValueError, StrictDataclassError) as e:
+        raise ImportHfError(f"{os.path.join(model_dir, 'config.json')}: transformers refuses it: {_one_line(e)}") from None
+    try:
+        tok = AutoTokenizer.from_pretrained(model_dir)
+    except (TypeError, ValueError, AttributeError, KeyError, OSError) as e:
+        raise ImportHfError(
+            f"{model_dir}: transformers cannot read its tokenizer files (tokenizer.json, tokenizer_config.json, "
+            f"special_tokens_map.json, vocab files): {type(e).__name__}: {_one_line(e)}"
+        ) from None
+    ref = AutoModel.from_pretrained(model_dir, config=config).eval()
     worst = 0.0
     with torch.no_grad():
         for s in sentences:

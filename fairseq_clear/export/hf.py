@@ -345,7 +345,7 @@ def head_modules(model, head: str):
     return modules
 
 
-def export(hub, out_dir: str, pooling: str = None, head: str = "representation", normalize: bool = False,
+def export(hub, out_dir: str, pooling: str = None, head: str = "representation", normalize: bool = None,
            with_lm_head: bool = False, overwrite: bool = False, check_sentences=None, tolerance: float = 1e-4,
            sts_table=None):
     """Write a sentence-transformers model for ``hub`` into ``out_dir``; returns the ``SentenceTransformer``.
@@ -353,8 +353,12 @@ def export(hub, out_dir: str, pooling: str = None, head: str = "representation",
     The export is written into a temporary sibling of ``out_dir``, verified
     against the hub on ``check_sentences`` (when given) and only then moved into
     place; see :func:`fairseq_clear.export.output_dir.staged_output` for what an
-    existing ``out_dir`` may hold.
+    existing ``out_dir`` may hold. ``pooling`` and ``normalize`` default to the model's own
+    (``--sentence-pooling``, ``--sentence-normalize``): an imported sentence-transformers model
+    keeps its Pooling and Normalize modules.
     """
+    if normalize is None:
+        normalize = bool(getattr(hub.model.args, "sentence_normalize", False))
     with staged_output(out_dir, overwrite=overwrite) as staging:
         st = _write_export(hub, staging, pooling, head, normalize, with_lm_head, sts_table)
         if check_sentences is not None:

@@ -53,6 +53,8 @@ def check_output_dir(out_dir, overwrite: bool = False) -> None:
         )
     parent = os.path.dirname(out_dir)
     while not os.path.isdir(parent):
+        if os.path.lexists(parent):  # a file (or a dangling link) where a directory must be made
+            raise OutputDirError(f"--out '{out_dir}': '{parent}' exists and is not a directory")
         parent = os.path.dirname(parent)
     if not os.access(parent if not os.path.isdir(out_dir) else out_dir, os.W_OK):
         raise OutputDirError(f"--out '{out_dir}': '{parent}' is not writable")

@@ -31,7 +31,9 @@ class ScopedMain:
     def __call__(self, cfg, **kwargs):
         with scope.entered(cfg):
             try:
-                return self.main(cfg, **kwargs)
+                result = self.main(cfg, **kwargs)
+                scope.run_ended()  # e.g. the STS summary line (evaluation/sts_validation.py)
+                return result
             finally:
                 if applies(prefetch_threads):
                     prefetch_threads.stop_prefetch_threads()

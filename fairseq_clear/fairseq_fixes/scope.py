@@ -46,10 +46,31 @@ def entered(cfg=None):
             "fairseq-clear cannot run on this fairseq release without " + "; ".join(missing)
         )
     token = _RUN.set(_INACTIVE if cfg is None else cfg)
+    hooks = _AT_END.set([])
     try:
         yield
     finally:
+        _AT_END.reset(hooks)
         _RUN.reset(token)
+
+
+#: functions to call when the run's ``main`` has returned (see :func:`at_end`)
+_AT_END = contextvars.ContextVar("fairseq_clear_at_end", default=None)
+
+
+def at_end(fn) -> None:
+    """Call ``fn()`` when the fairseq-clear run in progress ends normally (run.ScopedMain): fairseq
+    has no task hook after its last validation (e.g. the STS summary line). Outside a run: never."""
+    hooks = _AT_END.get()
+    if hooks is not None:
+        hooks.append(fn)
+
+
+def run_ended() -> None:
+    """Call the :func:`at_end` functions of this run (once each)."""
+    hooks = _AT_END.get() or []
+    while hooks:
+        hooks.pop(0)()
 
 
 def _root_package() -> str:

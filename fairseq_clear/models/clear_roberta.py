@@ -16,6 +16,7 @@ RoBERTa, and the projection head's weights are dropped from the checkpoint on
 load (logged), so they never reach DDP as unused parameters.
 """
 
+import contextlib
 import logging
 
 import torch
@@ -30,6 +31,7 @@ from fairseq.models.roberta.model import (
     roberta_large_architecture,
 )
 from fairseq.utils import safe_getattr, safe_hasattr
+from omegaconf import OmegaConf
 
 from .. import paper_defaults
 from ..vocabulary import APPENDED_SYMBOLS
@@ -109,6 +111,9 @@ class SentenceMLP(nn.Module):
         return self.fc2(F.relu(self.fc1(x)))
 
 
+#: --pretrained-kind: what clear-import-hf imported
+PRETRAINED_KINDS = ("encoder", "sentence-embedding")
+
 #: model options whose default is the task's paper value
 @register_model("clear_roberta")
 class ClearRobertaModel(RobertaModel):
@@ -170,6 +175,28 @@ class ClearRobertaModel(RobertaModel):
             help="CLSR: output size of e, the sentence representation "
             "(default: --encoder-embed-dim)",
         )
+        # what the starting model is, recorded by clear-import-hf and carried through training
+        # (cli.glue model-args): the user's model keeps its own sentence head unless told otherwise
+        parser.add_argument(
+            "--sentence-normalize",
+            action="store_true",
+            help="the sentence vectors are unit length (a sentence-transformers Normalize module, "
+            "recorded by clear-import-hf): the default of embed(normalize=) and clear-embed, and "
+            "clear-export-hf writes the Normalize module",
+        )
+        parser.add_argument(
+            "--pretrained-kind",
+            choices=PRETRAINED_KINDS,
+            help="what the starting model is (recorded by clear-import-hf): 'encoder' (BERT, RoBERTa, "
+            "XLM-R) or 'sentence-embedding' (a sentence-transformers model); recipes pick "
+            "continued-training values for it (default: none, a model trained here from scratch)",
+        )
+        parser.add_argument(
+            "--pretrained-pooling",
+            choices=POOLING_CHOICES,
+            help="the starting sentence-embedding model's own pooling (recorded by clear-import-hf): "
+            "the default --sentence-pooling of training and embedding",
+        )
         parser.add_argument(
             "--layernorm-eps",
             type=float,
@@ -207,9 +234,12 @@ class ClearRobertaModel(RobertaModel):
         if OmegaConf.is_config(args):
             OmegaConf.set_struct(args, False)
         base_clear_architecture(args)
-        # the plugin's tasks resolved these in their build_model; another task (fairseq's
-        # sentence_prediction fine-tuning a CLEAR checkpoint) gets CLEAR's
-        paper_defaults.fill(args, paper_defaults.MODEL_OPTIONS, "clear", "model")
+        # a sentence-embedding model keeps its own pooling (our tasks applied it already); the
+        # plugin's tasks resolved the rest in their build_model; another task (fairseq's
+        # sentence_prediction fine-tuning a CLEAR checkpoint, masked_lm of an import) gets CLEAR's
+        if args.sentence_pooling is None:
+            own_pooling(args)
+        paper_defaults.fill(args, paper_defaults.MODEL_OPTIONS, "clear", "model", quiet=True)
         if args.projection_layers < 0:
             raise ValueError(f"--projection-layers must be >= 0, got {args.projection_layers}")
         if not safe_hasattr(args, "max_positions"):
@@ -463,6 +493,24 @@ def check_encoder_shapes(model, state_dict, prefix=""):
         )
 
 
+def own_pooling(args):
+    """A sentence-embedding model keeps its own pooling unless --sentence-pooling says otherwise."""
+    own = safe_getattr(args, "pretrained_pooling", None)
+    if not own:
+        return
+    given = safe_getattr(args, "sentence_pooling", None)
+    if given is None:
+        from omegaconf import open_dict
+
+        with open_dict(args) if OmegaConf.is_config(args) else contextlib.nullcontext():
+            args.sentence_pooling = own
+        logger.info("model: --sentence-pooling %s: the starting model's own pooling (a sentence-embedding "
+                    "model, recorded by clear-import-hf); pass --sentence-pooling to change it", own)
+    elif given != own:
+        logger.warning("model: --sentence-pooling %s replaces the starting model's own pooling (%s): its "
+                       "vectors change meaning; leave --sentence-pooling out to keep the model's", given, own)
+
+
 def base_clear_architecture(args):
     # sentence_pooling, projection_layers and projection_output_activation_fn stay None
     # when not given: the task's build_model fills them with its paper's values
@@ -476,6 +524,9 @@ def base_clear_architecture(args):
     args.sentence_mlp_hidden_dim = safe_getattr(args, "sentence_mlp_hidden_dim", None) or 0
     args.sentence_mlp_dim = safe_getattr(args, "sentence_mlp_dim", None) or 0
     args.layernorm_eps = safe_getattr(args, "layernorm_eps", None) or 1e-5
+    args.sentence_normalize = bool(safe_getattr(args, "sentence_normalize", False))
+    args.pretrained_kind = safe_getattr(args, "pretrained_kind", None)
+    args.pretrained_pooling = safe_getattr(args, "pretrained_pooling", None)
     base_architecture(args)
 
 

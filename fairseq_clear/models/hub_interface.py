@@ -100,12 +100,17 @@ class ClearHubInterface(RobertaHubInterface):
     def default_pooling(self) -> str:
         return self.model.args.sentence_pooling
 
+    @property
+    def default_normalize(self) -> bool:
+        """Whether the model's own vectors are unit length (``--sentence-normalize``)."""
+        return bool(getattr(self.model.args, "sentence_normalize", False))
+
     def embed(
         self,
         sentences: Union[str, List[str]],
         pooling: Optional[str] = None,
         batch_size: int = 64,
-        normalize: bool = False,
+        normalize: Optional[bool] = None,
         show_progress: Optional[bool] = None,
         convert_to: str = "numpy",
         head: str = "representation",
@@ -122,7 +127,9 @@ class ClearHubInterface(RobertaHubInterface):
                 ``--sentence-pooling``.
             batch_size: sentences per forward pass (batches are made of sentences
                 of similar length, then the input order is restored).
-            normalize: scale every vector to unit length.
+            normalize: scale every vector to unit length; default: the model's own
+                (``--sentence-normalize``: a sentence-transformers model with a Normalize
+                module, recorded by clear-import-hf, gives unit vectors; others do not).
             show_progress: a progress bar; ``None`` shows one when more than
                 one batch is run and stderr is a terminal.
             convert_to: ``numpy`` (float32 array) or ``torch`` (float32 tensor on
@@ -145,6 +152,8 @@ class ClearHubInterface(RobertaHubInterface):
         single = isinstance(sentences, str)
         sentences = check_sentences([sentences] if single else sentences)
         pooling = pooling or self.default_pooling
+        if normalize is None:
+            normalize = self.default_normalize
         check_pooling(pooling)
         check_head(head, self.model)
         if convert_to not in CONVERT_CHOICES:
@@ -301,6 +310,15 @@ def _find_dictionary(data_dir):
     return None
 
 
+def resolve_data_dir(model_dir: str, data_name_or_path) -> str:
+    """The absolute data directory: ``"."`` (from_pretrained's default) is the model directory,
+    anything else is a path as a shell reads it (``./x`` and ``../x`` from the current directory)."""
+    data = str(data_name_or_path)
+    if data in (".", ""):
+        return model_dir
+    return os.path.abspath(os.path.expanduser(data))
+
+
 #: fairseq's options naming tokenizer files, taken by from_pretrained as keyword arguments
 BPE_FILE_OPTIONS = ("sentencepiece_model", "gpt2_encoder_json", "gpt2_vocab_bpe", "bpe_vocab_file", "bpe_cased")
 
@@ -344,13 +362,15 @@ def from_pretrained(
     data_name_or_path=".",
     bpe=None,
     allow_nonfinite_weights: bool = False,
+    data_option: str = "data_name_or_path=",
     **kwargs,
 ) -> ClearHubInterface:
     """Load ``model_name_or_path/checkpoint_file`` with the dictionary of ``data_name_or_path``.
 
     ``data_name_or_path`` is the binarized data directory the model was trained
-    on (dict.txt; a relative path starting with '.' is taken inside the model
-    directory, as in fairseq). ``bpe`` is ``sentencepiece`` (our own data, XLM-R),
+    on (dict.txt). Exactly ``"."`` (the default) is the model directory itself; any other
+    relative path (``./data``, ``../data``, ``data``) means what it means in a shell: relative
+    to the current directory. ``bpe`` is ``sentencepiece`` (our own data, XLM-R),
     ``gpt2`` (fairseq's roberta.base, imported RoBERTa) or ``bert`` (WordPiece);
     by default it is found in the data directory, then the model directory
     (``clear_tokenizer.json``, ``sentencepiece.model``, ``encoder.json`` +
@@ -360,6 +380,7 @@ def from_pretrained(
     synonym table, STS validation file) are switched off, so loading needs none of
     the training machine's files. A checkpoint whose weights hold NaN or Inf is refused
     (``NonFiniteWeightsError`` naming the tensor) unless ``allow_nonfinite_weights=True``.
+    ``data_option`` is how error messages name the data directory (a command line's ``--data``).
     Other keyword arguments override checkpoint options, as in fairseq.
     """
     from ..fairseq_fixes.checkpoint_loading import safe_load_checkpoint_to_cpu
@@ -375,15 +396,11 @@ def from_pretrained(
             f"checkpoint '{checkpoint_path}' does not exist (checkpoint_file="
             f"'{checkpoint_file}'; fairseq-train writes checkpoint_best.pt and checkpoint_last.pt)"
         )
-    data_name_or_path = str(data_name_or_path)
-    if data_name_or_path.startswith("."):
-        data_dir = os.path.abspath(os.path.join(model_dir, data_name_or_path))
-    else:
-        data_dir = os.path.abspath(os.path.expanduser(data_name_or_path))
+    data_dir = resolve_data_dir(model_dir, data_name_or_path)
     dict_path = _find_dictionary(data_dir)
     if dict_path is None:
         raise HubLoadError(
-            f"no dict.txt in '{data_dir}': pass data_name_or_path= the binarized data directory "
+            f"{data_option}: no dict.txt in '{data_dir}': give the binarized data directory "
             "the model was trained on (it holds dict.txt and its tokenizer)"
         )
     files = {k: kwargs.pop(k) for k in BPE_FILE_OPTIONS if k in kwargs}

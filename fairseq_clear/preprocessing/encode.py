@@ -138,12 +138,11 @@ def tokenizer_vocabulary(source: str, dict_path: Optional[str] = None):
         is_start = np.array([p.startswith(WORD_START) for p in pieces], dtype=bool)
         is_start[sp.unk_id()] = True
         return sp.encode, pieces, is_start, [sp.unk_id()]
-    from fairseq.data import Dictionary
-
     from .. import vocabulary
+    from ..data.binarized_checks import load_dictionary
 
     tok = vocabulary.detect(source)
-    dictionary = Dictionary.load(dict_path or os.path.join(source, "dict.txt"))
+    dictionary = load_dictionary(dict_path or os.path.join(source, "dict.txt"))
     specials = tok.special_symbols()
     unknown = set(tok.unknown_ids())
     pieces = []

@@ -53,6 +53,7 @@ from .. import vocabulary
 from . import encode as encode_mod
 from ..evaluation.sts import sick_columns, sts_benchmark_record
 from .binarize import count_lines, run_fairseq_preprocess
+from ..errors import NotUtf8Error
 from .common import PrepareError
 
 logger = logging.getLogger(__name__)
@@ -294,23 +295,31 @@ def read_split(paths: Iterable[str], fmt: str, args, use_hard: Optional[bool]) -
     for path in paths:
         if not os.path.isfile(path):
             raise PrepareError(f"input '{path}' does not exist")
-        f = detect_format(path) if fmt == "auto" else fmt
-        logger.info("reading %s as %s", path, f)
-        if f == "simcse-csv":
-            read_simcse_csv(path, rows, use_hard)
-        elif f == "nli-jsonl":
-            read_nli_jsonl(path, rows)
-        elif f == "stsb":
-            read_stsb(path, rows, args.sts_threshold)
-        elif f == "mrpc":
-            read_mrpc(path, rows)
-        elif f == "sick":
-            read_sick(path, rows, args.sick_score_threshold)
-        elif f == "quora":
-            read_quora(path, rows)
-        else:
-            raise PrepareError(f"--format: unknown format '{f}'")
+        try:
+            _read_file(path, fmt, rows, args, use_hard)
+        except UnicodeDecodeError as e:  # raised by any reader, with no file name
+            raise NotUtf8Error(path, e) from None
     return rows
+
+
+def _read_file(path: str, fmt: str, rows: Rows, args, use_hard: Optional[bool]):
+    """Add the rows of one input file, in format ``fmt`` (or the one detected)."""
+    f = detect_format(path) if fmt == "auto" else fmt
+    logger.info("reading %s as %s", path, f)
+    if f == "simcse-csv":
+        read_simcse_csv(path, rows, use_hard)
+    elif f == "nli-jsonl":
+        read_nli_jsonl(path, rows)
+    elif f == "stsb":
+        read_stsb(path, rows, args.sts_threshold)
+    elif f == "mrpc":
+        read_mrpc(path, rows)
+    elif f == "sick":
+        read_sick(path, rows, args.sick_score_threshold)
+    elif f == "quora":
+        read_quora(path, rows)
+    else:
+        raise PrepareError(f"--format: unknown format '{f}'")
 
 
 def assemble(rows: Rows, hard_negatives: bool) -> List[Tuple[str, str, Optional[str]]]:

@@ -174,12 +174,12 @@ def build_wordnet_table(out_path: str, pos: Sequence[str] = ("n", "v", "a", "r")
 
 def load_task_dictionary(data_dir: str):
     """The dictionary exactly as ``--task clear`` builds it (dict.txt, then <mask>, [DEL])."""
-    from fairseq.data import Dictionary
+    from ..data.binarized_checks import load_dictionary
 
     path = os.path.join(data_dir, "dict.txt")
     if not os.path.isfile(path):
         raise PrepareError(f"--data: '{data_dir}' has no dict.txt (run clear-prepare)")
-    d = Dictionary.load(path)
+    d = load_dictionary(path)
     for symbol in APPENDED_SYMBOLS:
         d.add_symbol(symbol)
     return d
@@ -189,15 +189,14 @@ def coverage(table_path: str, data_dir: str, split: str = "valid",
              max_sentences: int = 0, sentencepiece_model: str = "") -> Dict:
     """Share of the words of ``data_dir/split`` that have at least one synonym in the table,
     as the ``subs`` augmentation sees them (token-id words, capitalised variants included)."""
-    from fairseq.data import data_utils
-
+    from ..data.binarized_checks import load_checked
     from ..synonyms import build_synonym_index, load_synonym_table, synonym_coverage
 
     dictionary = load_task_dictionary(data_dir)
     spm_model = sentencepiece_model or os.path.join(data_dir, "sentencepiece.model")
     index = build_synonym_index(load_synonym_table(table_path), dictionary, spm_model)
     prefix = os.path.join(data_dir, split)
-    ds = data_utils.load_indexed_dataset(prefix, dictionary)
+    ds = load_checked(prefix, dictionary)
     if ds is None:
         raise PrepareError(f"--split: no {prefix}.bin/.idx in '{data_dir}'")
 

@@ -30,7 +30,7 @@ from fairseq.data import Dictionary, MaskTokensDataset
 from fairseq.tasks.masked_lm import MaskedLMConfig, MaskedLMTask
 
 from .. import paper_defaults
-from ..data.binarized_checks import load_checked
+from ..data.binarized_checks import load_checked, load_dictionary as load_dictionary_file
 from ..evaluation.sts_validation import HELP as STS_VALIDATION_HELP, StsValidationMixin
 from ..fairseq_fixes.keep_last_batch import keeping_last_batch
 from ..errors import FairseqClearError
@@ -138,7 +138,7 @@ def load_dictionary(data: str) -> Dictionary:
             f"data directory '{paths[0]}' has no dict.txt: binarize it with "
             "fairseq-preprocess --only-source (see preprocess/prepare.sh)"
         )
-    dictionary = Dictionary.load(path)
+    dictionary = load_dictionary_file(path)
     dictionary.path = path  # named in size-mismatch errors
     return dictionary
 
@@ -217,6 +217,9 @@ class ContrastiveTask(StsValidationMixin, MaskedLMTask):
 
     # ---- where fairseq builds the model and the criterion: their unset options resolved
     def build_model(self, cfg, from_checkpoint=False):
+        from ..models.clear_roberta import own_pooling
+
+        own_pooling(cfg)  # a sentence-embedding model keeps its own pooling over the paper's
         paper_defaults.fill(cfg, paper_defaults.MODEL_OPTIONS, self.paper_mode(cfg), "model")
         self.model_mode = self.paper_mode(cfg)  # the criterion's values follow the model's mode
         return super().build_model(cfg, from_checkpoint)

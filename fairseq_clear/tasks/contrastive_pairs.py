@@ -45,6 +45,7 @@ from ..data import (
     SentenceDataset,
     StackedRowsDataset,
 )
+from ..data.binarized_checks import load_dictionary as load_dictionary_file
 from .contrastive import NOT_HONOURED, ContrastiveConfig, ContrastiveTask, TaskConfigError, data_paths
 
 logger = logging.getLogger(__name__)
@@ -124,11 +125,11 @@ class ContrastivePairsTask(ContrastiveTask):
                 f"data directory '{root}' has neither dict.txt nor {cfg.anchor_column}/dict.txt: "
                 "build it with clear-prepare-pairs"
             )
-        dictionary = Dictionary.load(path)
+        dictionary = load_dictionary_file(path)
         dictionary.path = path
         for column in (cfg.positive_column, cfg.hard_negative_column):
             other = os.path.join(root, column, "dict.txt")
-            if os.path.isfile(other) and Dictionary.load(other).symbols != dictionary.symbols:
+            if os.path.isfile(other) and load_dictionary_file(other).symbols != dictionary.symbols:
                 raise TaskConfigError(
                     f"{other} differs from {path}: every column must be binarized with the "
                     "same dict.txt (clear-prepare-pairs does this)"

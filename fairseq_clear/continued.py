@@ -1,0 +1,141 @@
+"""The recipes' values for continuing a pre-trained model, and where each comes from.
+
+    python -m fairseq_clear.continued MODE CHECKPOINT [--cpu] [--max-update N] [--sts-dev FILE] -- [USER OPTIONS]
+
+prints fairseq-train options (shell words, on one line) that the example recipes put after their
+own settings and before the user's options, and logs one line per value on stderr saying where it
+came from. A checkpoint that clear-import-hf recorded as a pre-trained model (``--pretrained-kind``,
+kept through training by model-args) or fairseq's stock RoBERTa gets the papers' values for
+*continued* training (SimCSE: lr 3e-5 unsupervised / 5e-5 supervised for base-size encoders, 1e-5
+for large ones; DeCLUTR 5e-5; CLEAR 1e-5) instead of the recipes' from-scratch ones (5e-4 on a
+CPU, for a 2-layer model trained here); a sentence-embedding model keeps its own pooling. A value
+the user passes (in USER OPTIONS, or LR in the environment) always wins and is named as theirs.
+
+With ``--sts-dev`` (STS-B dev, or the user's own pairs in its format) the run scores the
+starting model before the first update, every checkpoint interval after, and keeps the best
+(the start included) as checkpoint_best.pt (evaluation/sts_validation.py).
+"""
+
+import argparse
+import os
+import sys
+from typing import Dict, List, Tuple
+
+from .paper_defaults import CONTINUED, PAPER_BATCH  # the papers' values live in one file
+
+MODES = ("clear", "declutr", "simcse-unsup", "simcse-sup", "clsr")
+#: encoders at least this wide are "large" (BERT-large, RoBERTa-large: 1024)
+LARGE_DIM = 1024
+
+def read_record(checkpoint: str) -> Dict[str, object]:
+    """What the checkpoint is: pretrained_kind, pretrained_pooling, sentence_normalize, encoder_embed_dim."""
+    import fairseq_clear  # noqa: F401  (allow-listed, weights_only loading)
+    from .checkpoint_safety import safe_load
+    from .models.hub_interface import STOCK_ROBERTA_ARCHS
+
+    state = safe_load(checkpoint)
+    cfg = state.get("cfg") or {}
+    model = cfg.get("model") if hasattr(cfg, "get") else None
+    if model is None and state.get("args") is not None:
+        model = state["args"]
+    get = (lambda k: model.get(k)) if hasattr(model, "get") else (lambda k: getattr(model, k, None))
+    kind = get("pretrained_kind")
+    if not kind and (get("_name") in STOCK_ROBERTA_ARCHS or get("arch") in STOCK_ROBERTA_ARCHS):
+        kind = "encoder"  # fairseq's roberta.base as shipped
+    return {"pretrained_kind": kind, "pretrained_pooling": get("pretrained_pooling"),
+            "sentence_normalize": bool(get("sentence_normalize")), "encoder_embed_dim": get("encoder_embed_dim")}
+
+
+def _given(user: List[str], option: str) -> str:
+    """The value of ``--option`` in the user's options (the last one), else ''."""
+    value = ""
+    for i, word in enumerate(user):
+        if word == "--" + option and i + 1 < len(user):
+            value = user[i + 1]
+        elif word.startswith("--" + option + "="):
+            value = word.split("=", 1)[1]
+    return value
+
+
+def options(mode: str, record: Dict[str, object], cpu: bool, user: List[str], env: Dict[str, str],
+            max_update: int = 0, sts_dev: str = "") -> Tuple[List[str], List[str]]:
+    """(fairseq-train options, log lines saying where each value comes from)."""
+    out, log = [], []
+
+    def put(option, value, source):
+        mine = _given(user, option)
+        if mine:
+            log.append(f"{option.replace('-updates', '')} {mine} (yours: --{option})")
+            return
+        out.extend([f"--{option}", value])
+        log.append(f"{option.replace('-updates', '')} {value} ({source})")
+
+    kind = record.get("pretrained_kind")
+    if kind:
+        paper, values = CONTINUED[mode]
+        dim = record.get("encoder_embed_dim") or 768
+        size = "large" if dim >= LARGE_DIM else "base"
+        what = "a sentence-embedding model" if kind == "sentence-embedding" else "a pre-trained encoder"
+        for option, (base, large) in values.items():
+            if option == "lr" and env.get("LR"):
+                log.append(f"lr {env['LR']} (yours: LR)")
+                continue
+            put(option, base if size == "base" else large,
+                f"{paper}, continued training of {what} of {size} size ({dim} wide)")
+        if mode in PAPER_BATCH and not cpu:
+            put("batch-size", PAPER_BATCH[mode], f"{paper}'s batch")
+        if record.get("pretrained_pooling"):
+            put("sentence-pooling", str(record["pretrained_pooling"]),
+                "the model's own pooling, recorded by clear-import-hf")
+        if record.get("sentence_normalize"):
+            log.append("unit-length vectors (the model's Normalize module): kept by embed(), clear-embed and "
+                       "clear-export-hf")
+    else:
+        log.append("the checkpoint was not imported as a pre-trained model (no --pretrained-kind): the recipe's "
+                   "own values (sized for a model trained here from scratch)")
+    if sts_dev:
+        interval = max(1, min(125, max_update // 10)) if max_update else 125  # SimCSE evaluates every 125
+        if not _given(user, "validate-interval-updates"):
+            out += ["--validate-interval-updates", str(interval)]
+        if not _given(user, "save-interval-updates"):
+            out += ["--save-interval-updates", str(interval)]
+        out += ["--sts-validation", sts_dev, "--best-checkpoint-metric", "sts_b_spearman",
+                "--maximize-best-checkpoint-metric"]
+        log.append(f"STS dev {sts_dev}: the start is scored before the first update, then every "
+                   f"{_given(user, 'validate-interval-updates') or interval} updates; the best, the start "
+                   "included, is checkpoint_best.pt")
+    else:
+        log.append("no STS_DEV: the start is not scored and nothing keeps a better checkpoint; set STS_DEV= "
+                   "STS-B's sts-dev.csv (or your own pairs in its format) so that the run never ends worse "
+                   "than it started")
+    return out, log
+
+
+def main(argv=None):
+    argv = list(sys.argv[1:] if argv is None else argv)
+    user = []
+    if "--" in argv:
+        i = argv.index("--")
+        argv, user = argv[:i], argv[i + 1:]
+    p = argparse.ArgumentParser(prog="python -m fairseq_clear.continued", description=__doc__.split("\n\n")[0])
+    p.add_argument("mode", choices=MODES)
+    p.add_argument("checkpoint")
+    p.add_argument("--cpu", action="store_true")
+    p.add_argument("--max-update", type=int, default=0)
+    p.add_argument("--sts-dev", default="")
+    args = p.parse_args(argv)
+    if args.sts_dev and not os.path.exists(args.sts_dev):
+        sys.exit(f"error: STS_DEV '{args.sts_dev}' does not exist")
+    try:
+        record = read_record(args.checkpoint)
+    except Exception as e:  # an unreadable checkpoint: model-args names it too
+        sys.exit(f"error: cannot read '{args.checkpoint}': {e}")
+    words, log = options(args.mode, record, args.cpu, user, dict(os.environ), args.max_update,
+                         os.path.abspath(args.sts_dev) if args.sts_dev else "")
+    for line in log:
+        print(f"recipe: {line}", file=sys.stderr)
+    print(" ".join(words))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,91 @@
+"""The example recipes stop on a refusal with its message, and take any path they are given.
+
+A refusal of ``clear-glue model-args`` must stop the recipe (it used to be swallowed by
+``read <<< "$(...)"``, and fairseq-train then started without ``--arch``); a comma in GLUE's
+OUT_DIR, or a path starting with ``-``, must not break a recipe or leave half-written output.
+"""
+
+import shutil
+
+import pytest
+
+from helpers import REPO, make_binarized, run_cli, synthetic_sentences
+
+from test_glue import write_glue
+
+EXAMPLES = REPO / "examples"
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    """A tiny binarized corpus with its sentencepiece model (the recipes' DATA / PRETRAIN_DATA)."""
+    return make_binarized(tmp_path_factory.mktemp("recipe_data"), synthetic_sentences(120, seed=0),
+                          synthetic_sentences(20, seed=1))
+
+
+def _recipe(name, tmp_path, data):
+    """(command, env) running recipe ``name`` on a checkpoint that model-args refuses."""
+    bad = tmp_path / "bad.pt"
+    bad.write_bytes(b"not a checkpoint")
+    env = {"CPU": "1", "SAVE_DIR": str(tmp_path / "save")}
+    if name == "simcse/sup.sh":
+        (tmp_path / "pairs" / "sent0").mkdir(parents=True)
+        return [EXAMPLES / name, tmp_path / "pairs", bad], env
+    if name == "clsr/train.sh":
+        (tmp_path / "pairs").mkdir()
+        (tmp_path / "pairs" / "pairs.json").write_text('{"splits": {"train": {"pairs_written": 10}}}')
+        return [EXAMPLES / name, tmp_path / "pairs", bad], env
+    if name == "pretrained/run.sh":
+        model = tmp_path / "model"
+        model.mkdir()
+        shutil.copy(bad, model / "model.pt")
+        for f in ("dict.txt", "sentencepiece.model"):
+            shutil.copy(data / f, model / f)
+        text = tmp_path / "corpus.txt"
+        text.write_text("\n\n".join(synthetic_sentences(40, seed=3)) + "\n", encoding="utf-8")
+        return [EXAMPLES / name, "clear", model, text, tmp_path / "out"], {"CPU": "1"}
+    return [EXAMPLES / name, data, bad], env
+
+
+@pytest.mark.parametrize("name", ["simcse/unsup.sh", "simcse/sup.sh", "declutr/train.sh",
+                                  "clsr/train.sh", "pretrained/run.sh"])
+def test_a_model_args_refusal_stops_the_recipe(name, tmp_path, data):
+    args, env = _recipe(name, tmp_path, data)
+    proc = run_cli(["bash", *args], env=env, check=False)
+    assert proc.returncode != 0, proc.stdout[-3000:]
+    assert "error:" in proc.stdout and ("model.pt" in proc.stdout or "bad.pt" in proc.stdout), proc.stdout[-3000:]
+    assert "Traceback" not in proc.stdout and "fairseq_cli.train" not in proc.stdout, proc.stdout[-3000:]
+    assert not list(tmp_path.rglob("train.log"))  # fairseq-train never started
+
+
+def test_finetune_takes_a_checkpoint_named_like_an_option(tmp_path):
+    """``-ckpt.pt`` reaches model-args as a path (its refusal names the file), not as an option."""
+    (tmp_path / "-ckpt.pt").write_bytes(b"not a checkpoint")
+    data_bin = tmp_path / "bin"
+    (data_bin / "input0").mkdir(parents=True)
+    proc = run_cli(["bash", EXAMPLES / "glue" / "finetune.sh", "RTE", "-ckpt.pt"], cwd=tmp_path,
+                   env={"DATA_BIN": str(data_bin), "SAVE_DIR": str(tmp_path / "ft")}, check=False)
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("error:")]
+    assert proc.returncode != 0 and "usage:" not in proc.stdout, proc.stdout[-3000:]
+    assert len(lines) == 1 and "-ckpt.pt" in lines[0], proc.stdout[-3000:]
+
+
+def test_glue_prepare_into_an_out_dir_with_a_comma(tmp_path, data):
+    """fairseq-preprocess splits --validpref at commas: OUT_DIR may have one all the same."""
+    root = write_glue(tmp_path / "glue", rows_per_split=12)
+    out = tmp_path / "glue,bin"
+    run_cli(["bash", EXAMPLES / "glue" / "prepare.sh", root, data, out, "MRPC"])
+    for part in ("input0", "input1", "label"):
+        assert (out / "MRPC-bin" / part / "train.bin").is_file()
+        assert (out / "MRPC-bin" / part / "valid.bin").is_file()
+    assert sorted(p.name for p in out.iterdir()) == ["MRPC-bin"]  # nothing else left behind
+
+
+def test_glue_prepare_leaves_no_half_written_task(tmp_path, data):
+    """A task that fails half-way leaves neither a TASK-bin nor its partial build behind."""
+    root = write_glue(tmp_path / "glue", rows_per_split=12)
+    out = tmp_path / "glue-bin"
+    (root / "MRPC" / "dev.tsv").write_text("Quality\t#1 ID\n1\t2\n", encoding="utf-8")  # too few columns
+    proc = run_cli(["bash", EXAMPLES / "glue" / "prepare.sh", root, data, out, "CoLA", "MRPC"], check=False)
+    assert proc.returncode != 0 and "dev.tsv" in proc.stdout, proc.stdout[-3000:]
+    assert sorted(p.name for p in out.iterdir()) == ["CoLA-bin"]
