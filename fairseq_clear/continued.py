@@ -27,6 +27,7 @@ MODES = ("clear", "declutr", "simcse-unsup", "simcse-sup", "clsr")
 #: encoders at least this wide are "large" (BERT-large, RoBERTa-large: 1024)
 LARGE_DIM = 1024
 
+
 def read_record(checkpoint: str) -> Dict[str, object]:
     """What the checkpoint is: pretrained_kind, pretrained_pooling, sentence_normalize, encoder_embed_dim."""
     import fairseq_clear  # noqa: F401  (allow-listed, weights_only loading)
