@@ -25,8 +25,7 @@ from .. import vocabulary
 from ..tasks.contrastive import inference_overrides
 from ..vocabulary import DictionaryEncoder
 from .inference import (
-    SentencepieceTokenizer,
-    check_head,
+    SentencepieceDictionaryEncoder,
     check_pooling,
     check_sentences,
     embed_tokens,
@@ -61,7 +60,7 @@ class ClearHubInterface(RobertaHubInterface):
         super().__init__(cfg, task, model)
         if tokenizer is None or isinstance(tokenizer, str):
             spm_path = tokenizer or _cfg_get(cfg, "bpe", "sentencepiece_model")
-            self.tokenizer = SentencepieceTokenizer(spm_path, task.source_dictionary)
+            self.tokenizer = SentencepieceDictionaryEncoder(spm_path, task.source_dictionary)
         else:
             self.tokenizer = DictionaryEncoder(tokenizer, task.source_dictionary)
         dict_path = getattr(task.source_dictionary, "path", None) or "dict.txt"
@@ -146,7 +145,7 @@ class ClearHubInterface(RobertaHubInterface):
         sentences = check_sentences([sentences] if single else sentences)
         pooling = pooling or self.default_pooling
         check_pooling(pooling)
-        check_head(head, self.model)
+        self.model.representation_dim(head)  # raises for an unknown or missing head
         if convert_to not in CONVERT_CHOICES:
             raise ValueError(f"unknown convert_to '{convert_to}', choose from {CONVERT_CHOICES}")
         if precision not in PRECISION_CHOICES:

@@ -40,10 +40,6 @@ logger = logging.getLogger(__name__)
 #: 'eos' = sentence samples; the others are fairseq's TokenBlockDataset modes (as masked_lm)
 SAMPLE_BREAK_MODES = ("eos", "complete", "complete_doc", "none")
 
-#: the name this error had before the task base existed (kept for user code)
-ClearConfigError = TaskConfigError
-
-
 @dataclass
 class ClearConfig(ContrastiveConfig):
     sample_break_mode: str = field(
