@@ -227,3 +227,22 @@ def test_export_of_a_model_that_knows_the_characters_keeps_literal_specials_as_t
     probe = ["fill the <mask> here", "<s> tags </s>", "a <pad> and an <unk>"]
     np.testing.assert_allclose(st.encode(probe), hub.embed(probe), atol=1e-4, rtol=0)
     assert [st.tokenizer(s)["input_ids"] for s in probe] == [hub.encode(s).tolist() for s in probe]
+
+
+def test_a_new_tokenizer_class_exports_without_other_edits(hub, tmp_path):
+    """A tokenizer kind the export never names: its class carries the layout (docs/design.md)."""
+    from fairseq_clear import vocabulary
+    from fairseq_clear.export.hf import CHECK_SENTENCES, export
+
+    class ToySentencepiece(vocabulary.SentencepieceTokenizer):
+        kind = "toy-sentencepiece"
+
+    saved = hub.tokenizer
+    try:
+        hub.tokenizer = vocabulary.DictionaryEncoder(ToySentencepiece(saved.path), hub.task.source_dictionary)
+        export(hub, str(tmp_path / "st"), check_sentences=CHECK_SENTENCES + SENTENCES)  # verified against embed()
+    finally:
+        hub.tokenizer = saved
+        vocabulary.TOKENIZERS.pop("toy-sentencepiece", None)
+    assert "toy-sentencepiece tokenizer" in (tmp_path / "st" / "README.md").read_text(encoding="utf-8")
+    assert (tmp_path / "st" / "sentencepiece.bpe.model").is_file()
