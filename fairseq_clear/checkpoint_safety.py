@@ -203,17 +203,60 @@ def _forced_weights_only():
 # therefore still pick code to run. Every loaded config is checked against
 # these names before fairseq reads it; its strings are never evaluated.
 
-#: model names (``cfg.model._name`` / ``arch``) of this package
-CLEAR_MODEL_NAMES = frozenset(
-    {"clear_roberta", "clear_roberta_base", "clear_roberta_large", "clear_roberta_small", "clear_roberta_tiny"}
-)
-#: fairseq's own RoBERTa family, as fairseq's roberta.base/large and imported encoders ship
-STOCK_ROBERTA_NAMES = frozenset({"roberta", "roberta_base", "roberta_large", "roberta_prenorm", "xlm", "xlmr"})
-ACCEPTED_MODEL_NAMES = CLEAR_MODEL_NAMES | STOCK_ROBERTA_NAMES
-#: tasks whose checkpoints this package loads: ours, and fairseq's pre-training and GLUE tasks
-ACCEPTED_TASKS = frozenset({"clear", "declutr", "contrastive_pairs", "masked_lm", "sentence_prediction"})
-#: tokenisers the hub may build from a checkpoint's config (None: not set)
-ACCEPTED_BPE = frozenset({"sentencepiece", "gpt2", "bert"})
+#: fairseq's own tasks whose checkpoints this package loads: masked_lm (fairseq's roberta.base,
+#: clear-import-hf's output) and sentence_prediction (GLUE fine-tuning, clear-glue). The
+#: plugin's own tasks come from fairseq's registry (:func:`accepted_tasks`): a new task in
+#: tasks/ has its checkpoints accepted, resume included, with no entry here.
+FAIRSEQ_TASKS = frozenset({"masked_lm", "sentence_prediction"})
+#: fairseq's RoBERTa model classes (module.class) whose every registered model and
+#: architecture name is accepted (roberta, roberta_base, ..., xlm; xlmr): the encoders of
+#: fairseq's roberta.base/large and XLM-R downloads, which the hub and clear-glue rebuild
+#: as clear_roberta (same modules, same parameter names). Not every subclass of
+#: RobertaModel: model_parallel_roberta needs Megatron and shards its weights, XMOD's
+#: encoder has per-language adapters and needs language ids, CamemBERT and GottBERT were
+#: never tried here; each would load as something other than what the hub builds.
+FAIRSEQ_ROBERTA_CLASSES = frozenset({
+    "fairseq.models.roberta.model.RobertaModel",
+    "fairseq.models.roberta.model_xlmr.XLMRModel",
+})
+
+
+def _registered(registry, accept) -> set:
+    return {name for name, cls in registry.items() if accept(cls)}
+
+
+def stock_roberta_names() -> frozenset:
+    """The model and architecture names fairseq registers for :data:`FAIRSEQ_ROBERTA_CLASSES`."""
+    from fairseq.models import ARCH_MODEL_REGISTRY, MODEL_REGISTRY
+
+    def stock(cls):
+        return f"{cls.__module__}.{cls.__qualname__}" in FAIRSEQ_ROBERTA_CLASSES
+
+    return frozenset(_registered(MODEL_REGISTRY, stock) | _registered(ARCH_MODEL_REGISTRY, stock))
+
+
+def accepted_model_names() -> frozenset:
+    """Model names (``cfg.model._name`` / ``arch``) a checkpoint may name: every model and
+    architecture this package registered in fairseq, and fairseq's RoBERTa family."""
+    from .fairseq_fixes.scope import plugin_names
+
+    return frozenset(plugin_names()["model"]) | stock_roberta_names()
+
+
+def accepted_tasks() -> frozenset:
+    """Tasks whose checkpoints this package loads: every task it registered, and :data:`FAIRSEQ_TASKS`."""
+    from .fairseq_fixes.scope import plugin_names
+
+    return frozenset(plugin_names()["task"]) | FAIRSEQ_TASKS
+
+
+def accepted_bpe() -> frozenset:
+    """fairseq ``--bpe`` names the hub may build from a checkpoint's config: the kinds of the
+    tokenizer classes of :mod:`fairseq_clear.vocabulary` (None: not set)."""
+    from .vocabulary import kinds
+
+    return frozenset(kinds())
+
 
 # ${a.b.c} refers to another config value (fairseq's II(...) defaults); anything
 # else inside ${...} calls an OmegaConf resolver (oc.env, custom ones), i.e. code.
@@ -274,6 +317,9 @@ def check_checkpoint_config(state, path) -> None:
             f"refusing checkpoint '{path}': it has neither 'cfg' nor 'args', so nothing says what "
             "model it holds (fairseq-train writes both kinds of checkpoint with one of them)"
         )
+    accepted = {"model": accepted_model_names(), "task": accepted_tasks(), "bpe": accepted_bpe(),
+                "tokenizer": frozenset()}
+    accepted["arch"] = accepted["model"]
     for name, cfg in sources:
         for where, text in _strings(cfg if not isinstance(cfg, argparse.Namespace) else vars(cfg), name):
             if "${" in _NODE_REFERENCE.sub("", text):
@@ -291,7 +337,7 @@ def check_checkpoint_config(state, path) -> None:
                 ("cfg.tokenizer._name", _field(_field(cfg, "tokenizer"), "_name")),
             ]
             if model is None:
-                refuse("cfg.model", None, ACCEPTED_MODEL_NAMES)
+                refuse("cfg.model", None, accepted["model"])
         else:
             checks = [
                 ("args.arch", _field(cfg, "arch")),
@@ -300,19 +346,15 @@ def check_checkpoint_config(state, path) -> None:
                 ("args.tokenizer", _field(cfg, "tokenizer")),
             ]
             if _field(cfg, "arch") is None:
-                refuse("args.arch", None, ACCEPTED_MODEL_NAMES)
+                refuse("args.arch", None, accepted["model"])
         for field, value in checks:
             kind = field.split(".")[1] if field.startswith("cfg.") else field.split(".")[-1]
             if value is None and kind in ("bpe", "tokenizer"):
                 continue
-            accepted = {
-                "model": ACCEPTED_MODEL_NAMES, "arch": ACCEPTED_MODEL_NAMES,
-                "task": ACCEPTED_TASKS, "bpe": ACCEPTED_BPE, "tokenizer": frozenset(),
-            }[kind]
             if value is None and kind == "arch" and field.startswith("cfg."):
                 continue  # hydra-style model configs carry only _name
-            if not isinstance(value, str) or value not in accepted:
-                refuse(field, value, accepted or {"none"})
+            if not isinstance(value, str) or value not in accepted[kind]:
+                refuse(field, value, accepted[kind] or {"none"})
 
 
 def _peek_state(path):

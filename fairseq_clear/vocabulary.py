@@ -31,7 +31,6 @@ import numpy as np
 import torch
 from .errors import FairseqClearError
 
-KINDS = ("sentencepiece", "gpt2", "bert")
 RECORD = "clear_tokenizer.json"
 SP_WORD_START = "\u2581"
 GPT2_WORD_START = "\u0120"  # 'Ġ', GPT-2's byte-level form of a space
@@ -63,10 +62,31 @@ def _safe_text(sentences: Sequence[str]) -> List[str]:
     return [s.encode("utf-8", "replace").decode("utf-8") for s in sentences]
 
 
+#: kind -> tokenizer class: every subclass of :class:`Tokenizer` that names its ``kind``
+TOKENIZERS: Dict[str, type] = {}
+
+
+def kinds() -> tuple:
+    """The tokenizer kinds (also fairseq's ``--bpe`` names): those of the tokenizer classes."""
+    return tuple(TOKENIZERS)
+
+
 class Tokenizer(abc.ABC):
-    """Text -> ids in the tokenizer's own vocabulary, and those ids' dictionary symbols."""
+    """Text -> ids in the tokenizer's own vocabulary, and those ids' dictionary symbols.
+
+    A subclass that sets ``kind`` (its name in ``clear_tokenizer.json``, also fairseq's
+    ``--bpe`` name) is a tokenizer of its own: it is registered in :data:`TOKENIZERS`, read
+    back from its record (:meth:`from_files`), found in a directory (:meth:`find_in`),
+    accepted in a checkpoint's config and exported to Hugging Face through its ``hf_*``
+    members, with no other edit.
+    """
 
     kind = ""
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if cls.__dict__.get("kind"):
+            TOKENIZERS[cls.kind] = cls
     files: Dict[str, str] = {}
     #: whether a sentence's first word has other symbols than the same word inside it
     initial_words_differ = False
@@ -116,6 +136,79 @@ class Tokenizer(abc.ABC):
 
     def describe(self) -> str:
         return f"{self.kind} ({', '.join(self.files.values())})"
+
+    # ---- where it is found: a record, a directory, fairseq's options ----------------------
+    #: role -> the name its file has in a directory the tokenizer is copied into (default: its own)
+    directory_names: Dict[str, str] = {}
+    #: what :meth:`find_in` looks for, in words (for the error that names what was looked for)
+    looks_for = ""
+
+    @classmethod
+    def from_files(cls, files: Dict[str, str], options: dict) -> "Tokenizer":
+        """The tokenizer on ``files`` (role -> path) with the options of its record; a
+        ``KeyError`` names a role that is missing."""
+        raise NotImplementedError
+
+    @classmethod
+    def find_in(cls, directory: str) -> Optional["Tokenizer"]:
+        """The tokenizer made from the files ``directory`` holds (no record), or None."""
+        return None
+
+    @classmethod
+    def from_bpe_options(cls, directory: str, **files) -> "Tokenizer":
+        """The tokenizer of fairseq's ``--bpe`` options (e.g. gpt2_encoder_json=...); the files
+        not given are looked for in ``directory`` (default: the one :meth:`find_in` finds there)."""
+        found = cls.find_in(directory)
+        if found is None:
+            raise TokenizerError(f"bpe='{cls.kind}': '{directory}' holds no {cls.looks_for or cls.kind}")
+        return found
+
+    # ---- its Hugging Face layout (clear-export-hf) -------------------------------------
+    #: the Hugging Face architecture a model with this tokenizer is exported as
+    #: (``export.hf.convert_model``: "xlm-roberta", "roberta" or "bert"); "" = no export
+    hf_architecture = ""
+    #: Hugging Face's tokens for fairseq's <s>, <pad>, </s>, <unk>, <mask> in the export
+    hf_specials = FAIRSEQ_SPECIALS
+
+    def hf_check(self, dictionary) -> None:
+        """Raise ``ExportError`` when the export cannot write this tokenizer for ``dictionary``."""
+        if not self.hf_architecture:
+            from .export.errors import ExportError
+
+            raise ExportError(f"the {self.kind} tokenizer ({self.describe()}) has no Hugging Face export")
+
+    def hf_tokenizer(self, dictionary, max_positions: int, work_dir: str):
+        """The export's ``transformers`` tokenizer, whose ids are ``dictionary``'s rows, truncating
+        at ``max_positions``. Files it writes into ``work_dir`` go into the export too (the files
+        fairseq's bpe and clear-import-hf read); :meth:`hf_row_tokens` gives each row's token."""
+        raise NotImplementedError
+
+    def hf_files(self) -> Dict[str, str]:
+        """Files copied into the export as they are: export name -> path."""
+        return {}
+
+    def reads_special_text_as_text(self) -> bool:
+        """Whether ``<mask>`` typed in a sentence is text (fairseq's own bpe files read it so);
+        the export then makes its tokenizer read it as text too."""
+        return False
+
+    def hf_row_token(self, symbol: str) -> str:
+        """The Hugging Face token of a dict.txt symbol that is not a special."""
+        return symbol
+
+    def hf_row_tokens(self, dictionary) -> List[str]:
+        """The Hugging Face token of each dictionary row (row = id): fairseq's specials as
+        :attr:`hf_specials`, ``<mask>`` as its mask token, the other symbols by :meth:`hf_row_token`."""
+        tokens = list(self.hf_specials[:4])
+        for row in range(dictionary.nspecial, len(dictionary)):
+            symbol = dictionary[row]
+            if symbol == APPENDED_SYMBOLS[0]:
+                tokens.append(self.hf_specials[4])
+            elif symbol in APPENDED_SYMBOLS:
+                tokens.append(symbol)
+            else:
+                tokens.append(self.hf_row_token(symbol))
+        return tokens
 
 
 class SentencepieceTokenizer(Tokenizer):
@@ -191,6 +284,42 @@ class SentencepieceTokenizer(Tokenizer):
     def fairseq_bpe(self):
         return {"bpe": "sentencepiece", "sentencepiece_model": self.path}
 
+    directory_names = {"model": "sentencepiece.model"}
+    looks_for = "sentencepiece.model"
+
+    @classmethod
+    def from_files(cls, files, options):
+        return cls(files["model"], files.get("tokenizer_json"))
+
+    @classmethod
+    def find_in(cls, directory):
+        path = os.path.join(directory, "sentencepiece.model")
+        return cls(path) if os.path.isfile(path) else None
+
+    @classmethod
+    def from_bpe_options(cls, directory, **files):
+        return cls(files.get("sentencepiece_model") or os.path.join(directory, "sentencepiece.model"))
+
+    # XLM-R's layout: dict.txt = sentencepiece ids + 1, <mask> after the pieces
+    hf_architecture = "xlm-roberta"
+
+    def hf_check(self, dictionary):
+        from .export.hf_tokenizers import check_sentencepiece_layout
+
+        check_sentencepiece_layout(self.sp, self.path, dictionary)
+
+    def hf_tokenizer(self, dictionary, max_positions, work_dir):
+        from .export.hf_tokenizers import build_tokenizer
+
+        return build_tokenizer(self.path, max_positions)
+
+    def hf_files(self):
+        # the sentencepiece model itself, for fairseq-side use and reproducibility
+        return {"sentencepiece.bpe.model": self.path}
+
+    def reads_special_text_as_text(self):
+        return self.fast is None
+
 
 class Gpt2Tokenizer(Tokenizer):
     """fairseq's ``gpt2`` bpe on local files; symbols are encoder ids, as in roberta.base's dict.txt.
@@ -249,6 +378,41 @@ class Gpt2Tokenizer(Tokenizer):
         return {"bpe": "gpt2", "gpt2_encoder_json": self.files["encoder_json"],
                 "gpt2_vocab_bpe": self.files["vocab_bpe"]}
 
+    looks_for = "encoder.json + vocab.bpe (GPT-2 BPE)"
+
+    @classmethod
+    def from_files(cls, files, options):
+        return cls(files["encoder_json"], files["vocab_bpe"], files.get("tokenizer_json"))
+
+    @classmethod
+    def find_in(cls, directory):
+        f = lambda name: os.path.join(directory, name)  # noqa: E731
+        if os.path.isfile(f("encoder.json")) and os.path.isfile(f("vocab.bpe")):
+            return cls(f("encoder.json"), f("vocab.bpe"), _optional(f("tokenizer.json")))
+        return None
+
+    @classmethod
+    def from_bpe_options(cls, directory, **files):
+        return cls(files.get("gpt2_encoder_json") or os.path.join(directory, "encoder.json"),
+                   files.get("gpt2_vocab_bpe") or os.path.join(directory, "vocab.bpe"))
+
+    # RoBERTa's layout: vocab.json + merges.txt re-numbered as dict.txt's rows
+    hf_architecture = "roberta"
+
+    def hf_tokenizer(self, dictionary, max_positions, work_dir):
+        from .export.hf_tokenizers import roberta_row_tokenizer
+
+        return roberta_row_tokenizer(self.hf_row_tokens(dictionary), self.files["vocab_bpe"], max_positions,
+                                     work_dir)
+
+    def reads_special_text_as_text(self):
+        return self.fast is None
+
+    def hf_row_token(self, symbol):
+        token = self.token(symbol)
+        # fairseq's madeupword fillers and other non-id symbols keep their text
+        return token if token is not None else symbol
+
 
 class WordpieceTokenizer(Tokenizer):
     """BERT's WordPiece, through the ``tokenizers`` library.
@@ -303,13 +467,42 @@ class WordpieceTokenizer(Tokenizer):
     def fairseq_bpe(self):
         return {"bpe": "bert", "bpe_vocab_file": self.files["vocab"], "bpe_cased": not self.lowercase}
 
+    looks_for = "vocab.txt (WordPiece)"
+
+    @classmethod
+    def from_files(cls, files, options):
+        return cls(files["vocab"], options.get("lowercase", True), files.get("tokenizer_json"))
+
+    @classmethod
+    def find_in(cls, directory):
+        vocab = os.path.join(directory, "vocab.txt")
+        if not os.path.isfile(vocab):
+            return None
+        return cls(vocab, _bert_lowercase(directory), _optional(os.path.join(directory, "tokenizer.json")))
+
+    @classmethod
+    def from_bpe_options(cls, directory, **files):
+        vocab = files.get("bpe_vocab_file") or os.path.join(directory, "vocab.txt")
+        cased = files.get("bpe_cased")
+        lowercase = _bert_lowercase(os.path.dirname(vocab)) if cased is None else not cased
+        return cls(vocab, lowercase, _optional(os.path.join(os.path.dirname(vocab), "tokenizer.json")))
+
+    # BERT's layout: vocab.txt re-numbered as dict.txt's rows
+    hf_architecture = "bert"
+    hf_specials = BERT_SPECIALS
+
+    def hf_tokenizer(self, dictionary, max_positions, work_dir):
+        from .export.hf_tokenizers import bert_row_tokenizer
+
+        return bert_row_tokenizer(self.hf_row_tokens(dictionary), self.lowercase, max_positions, work_dir)
+
 
 def copy_to(tokenizer: Tokenizer, directory: str, dictionary_path: Optional[str] = None) -> Tokenizer:
     """Copy ``tokenizer``'s files into ``directory`` (a sentencepiece model as
     ``sentencepiece.model``), write its record there; returns the tokenizer on the copies."""
     names = {}
     for role, path in tokenizer.files.items():
-        name = "sentencepiece.model" if role == "model" else os.path.basename(path)
+        name = tokenizer.directory_names.get(role) or os.path.basename(path)
         target = os.path.join(directory, name)
         if os.path.abspath(path) != os.path.abspath(target):
             tmp = target + f".tmp{os.getpid()}"
@@ -348,8 +541,8 @@ def read_record(directory: str) -> Optional[dict]:
             rec = json.load(f)
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
         raise TokenizerError(f"'{path}' is not a readable tokenizer record: {e}") from None
-    if not isinstance(rec, dict) or rec.get("kind") not in KINDS or not isinstance(rec.get("files"), dict):
-        raise TokenizerError(f"'{path}': 'kind' must be one of {', '.join(KINDS)} with a 'files' object")
+    if not isinstance(rec, dict) or rec.get("kind") not in TOKENIZERS or not isinstance(rec.get("files"), dict):
+        raise TokenizerError(f"'{path}': 'kind' must be one of {', '.join(kinds())} with a 'files' object")
     for name in rec["files"].values():
         if not isinstance(name, str) or os.path.basename(name) != name:
             raise TokenizerError(f"'{path}': file names must be plain names inside the directory, got {name!r}")
@@ -368,14 +561,15 @@ def write_record(directory: str, tokenizer: Tokenizer, dictionary_path: Optional
 
 def from_record(directory: str, rec: dict) -> Tokenizer:
     files = {role: os.path.join(directory, name) for role, name in rec["files"].items()}
+    options = {k: v for k, v in rec.items() if k not in ("kind", "files", "sha256", "dictionary_sha256")}
     try:
-        if rec["kind"] == "sentencepiece":
-            return SentencepieceTokenizer(files["model"], files.get("tokenizer_json"))
-        if rec["kind"] == "gpt2":
-            return Gpt2Tokenizer(files["encoder_json"], files["vocab_bpe"], files.get("tokenizer_json"))
-        return WordpieceTokenizer(files["vocab"], rec.get("lowercase", True), files.get("tokenizer_json"))
+        return TOKENIZERS[rec["kind"]].from_files(files, options)
     except KeyError as e:
         raise TokenizerError(f"'{os.path.join(directory, RECORD)}' names no {e} file for kind '{rec['kind']}'") from None
+
+
+def _optional(path: str) -> Optional[str]:
+    return path if os.path.isfile(path) else None
 
 
 def _bert_lowercase(directory: str) -> bool:
@@ -397,19 +591,17 @@ def detect(directory: str) -> Optional[Tokenizer]:
     rec = read_record(directory)
     if rec is not None:
         return from_record(directory, rec)
-    f = lambda name: os.path.join(directory, name)  # noqa: E731
-    if os.path.isfile(f("sentencepiece.model")):
-        return SentencepieceTokenizer(f("sentencepiece.model"))
-    if os.path.isfile(f("encoder.json")) and os.path.isfile(f("vocab.bpe")):
-        tj = f("tokenizer.json") if os.path.isfile(f("tokenizer.json")) else None
-        return Gpt2Tokenizer(f("encoder.json"), f("vocab.bpe"), tj)
-    if os.path.isfile(f("vocab.txt")):
-        tj = f("tokenizer.json") if os.path.isfile(f("tokenizer.json")) else None
-        return WordpieceTokenizer(f("vocab.txt"), _bert_lowercase(directory), tj)
+    for cls in TOKENIZERS.values():  # in the order the classes were defined
+        tokenizer = cls.find_in(directory)
+        if tokenizer is not None:
+            return tokenizer
     return None
 
 
-LOOKED_FOR = f"{RECORD}, sentencepiece.model, encoder.json + vocab.bpe (GPT-2 BPE) or vocab.txt (WordPiece)"
+def looked_for() -> str:
+    """What :func:`detect` looks for, in words."""
+    names = [RECORD] + [cls.looks_for for cls in TOKENIZERS.values() if cls.looks_for]
+    return ", ".join(names[:-1]) + " or " + names[-1]
 
 
 def find(directory: str, option: str, sentencepiece_model: Optional[str] = None) -> Tokenizer:
@@ -426,25 +618,15 @@ def find(directory: str, option: str, sentencepiece_model: Optional[str] = None)
     except TokenizerError as e:
         raise TokenizerError(f"{option}: {e}") from None
     if tokenizer is None:
-        raise TokenizerError(f"{option}: '{directory}' holds no tokenizer: looked for {LOOKED_FOR}")
+        raise TokenizerError(f"{option}: '{directory}' holds no tokenizer: looked for {looked_for()}")
     return tokenizer
 
 
 def from_bpe_options(bpe: str, directory: str, **files) -> Tokenizer:
     """The tokenizer of fairseq-style options (bpe='gpt2' with gpt2_encoder_json=..., ...)."""
-    f = lambda name: os.path.join(directory, name)  # noqa: E731
-    if bpe == "sentencepiece":
-        return SentencepieceTokenizer(files.get("sentencepiece_model") or f("sentencepiece.model"))
-    if bpe == "gpt2":
-        return Gpt2Tokenizer(files.get("gpt2_encoder_json") or f("encoder.json"),
-                             files.get("gpt2_vocab_bpe") or f("vocab.bpe"))
-    if bpe == "bert":
-        vocab = files.get("bpe_vocab_file") or f("vocab.txt")
-        cased = files.get("bpe_cased")
-        lowercase = _bert_lowercase(os.path.dirname(vocab)) if cased is None else not cased
-        tj = os.path.join(os.path.dirname(vocab), "tokenizer.json")
-        return WordpieceTokenizer(vocab, lowercase, tj if os.path.isfile(tj) else None)
-    raise TokenizerError(f"bpe='{bpe}': choose one of {', '.join(KINDS)}")
+    if bpe in TOKENIZERS:
+        return TOKENIZERS[bpe].from_bpe_options(directory, **files)
+    raise TokenizerError(f"bpe='{bpe}': choose one of {', '.join(kinds())}")
 
 
 def check_same(data_dir: str, model_dir: str) -> None:

@@ -86,7 +86,7 @@ def test_bpe_sentencepiece_models_tokenize_identically(tmp_path):
     from fairseq.data import Dictionary
 
     from fairseq_clear.export.hf import build_tokenizer
-    from fairseq_clear.models.inference import SentencepieceTokenizer
+    from fairseq_clear.models.inference import SentencepieceDictionaryEncoder
 
     text = synthetic_sentences(500, seed=3) + ["Café naïve résumé 3.5% ½ “quoted” text… 東京"] * 5
     (tmp_path / "train.txt").write_text("\n".join(text) + "\n", encoding="utf-8")
@@ -94,7 +94,7 @@ def test_bpe_sentencepiece_models_tokenize_identically(tmp_path):
                                    vocab_size=150, model_type="bpe", hard_vocab_limit=False, minloglevel=2)
     write_dict_from_spm(str(tmp_path / "sp.model"), str(tmp_path / "dict.txt"))
     dictionary = Dictionary.load(str(tmp_path / "dict.txt"))
-    ours = SentencepieceTokenizer(str(tmp_path / "sp.model"), dictionary)
+    ours = SentencepieceDictionaryEncoder(str(tmp_path / "sp.model"), dictionary)
     tokenizer = build_tokenizer(str(tmp_path / "sp.model"), 512)
     tokenizer.save_pretrained(str(tmp_path / "tok"))
     from transformers import AutoTokenizer
@@ -112,7 +112,7 @@ def test_real_text_tokenizes_identically():
     from fairseq.data import Dictionary
 
     from fairseq_clear.export.hf import build_tokenizer, keep_special_text
-    from fairseq_clear.models.inference import SentencepieceTokenizer
+    from fairseq_clear.models.inference import SentencepieceDictionaryEncoder
     from fairseq_clear.evaluation.sts import read_sts_benchmark
 
     pairs = read_sts_benchmark(str(sts_b))
@@ -123,7 +123,7 @@ def test_real_text_tokenizes_identically():
         spm.SentencePieceTrainer.train(input=os.path.join(tmp, "t.txt"), model_prefix=os.path.join(tmp, "sp"),
                                        vocab_size=2000, model_type="unigram", minloglevel=2)
         write_dict_from_spm(os.path.join(tmp, "sp.model"), os.path.join(tmp, "dict.txt"))
-        ours = SentencepieceTokenizer(os.path.join(tmp, "sp.model"), Dictionary.load(os.path.join(tmp, "dict.txt")))
+        ours = SentencepieceDictionaryEncoder(os.path.join(tmp, "sp.model"), Dictionary.load(os.path.join(tmp, "dict.txt")))
         theirs = build_tokenizer(os.path.join(tmp, "sp.model"), 512)
         # its lower special scores must not change how real text (unknown characters too) is read
         kept = [t for t in ("<s>", "<pad>", "</s>", "<unk>", "<mask>") if t not in keep_special_text(theirs)]
@@ -176,14 +176,14 @@ def test_literal_special_token_text_stays_text(tmp_path, model_type):
     from transformers import AutoTokenizer
 
     from fairseq_clear.export.hf import build_tokenizer, keep_special_text
-    from fairseq_clear.models.inference import SentencepieceTokenizer
+    from fairseq_clear.models.inference import SentencepieceDictionaryEncoder
 
     text = synthetic_sentences(500, seed=3) + ["tags <b> and </b> or a < b > c / d: pad, unk, mask"] * 20
     (tmp_path / "t.txt").write_text("\n".join(text) + "\n", encoding="utf-8")
     spm.SentencePieceTrainer.train(input=str(tmp_path / "t.txt"), model_prefix=str(tmp_path / "sp"),
                                    vocab_size=120, model_type=model_type, hard_vocab_limit=False, minloglevel=2)
     write_dict_from_spm(str(tmp_path / "sp.model"), str(tmp_path / "dict.txt"))
-    ours = SentencepieceTokenizer(str(tmp_path / "sp.model"), Dictionary.load(str(tmp_path / "dict.txt")))
+    ours = SentencepieceDictionaryEncoder(str(tmp_path / "sp.model"), Dictionary.load(str(tmp_path / "dict.txt")))
     tokenizer = build_tokenizer(str(tmp_path / "sp.model"), 512)
     probe = ["the cat <mask> sees", "<s> hello </s>", "a<pad>b <unk>", "x </s><mask>", "<mask>", "plain text"]
     before = [tokenizer(s)["input_ids"] for s in probe]
@@ -227,3 +227,22 @@ def test_export_of_a_model_that_knows_the_characters_keeps_literal_specials_as_t
     probe = ["fill the <mask> here", "<s> tags </s>", "a <pad> and an <unk>"]
     np.testing.assert_allclose(st.encode(probe), hub.embed(probe), atol=1e-4, rtol=0)
     assert [st.tokenizer(s)["input_ids"] for s in probe] == [hub.encode(s).tolist() for s in probe]
+
+
+def test_a_new_tokenizer_class_exports_without_other_edits(hub, tmp_path):
+    """A tokenizer kind the export never names: its class carries the layout (docs/design.md)."""
+    from fairseq_clear import vocabulary
+    from fairseq_clear.export.hf import CHECK_SENTENCES, export
+
+    class ToySentencepiece(vocabulary.SentencepieceTokenizer):
+        kind = "toy-sentencepiece"
+
+    saved = hub.tokenizer
+    try:
+        hub.tokenizer = vocabulary.DictionaryEncoder(ToySentencepiece(saved.path), hub.task.source_dictionary)
+        export(hub, str(tmp_path / "st"), check_sentences=CHECK_SENTENCES + SENTENCES)  # verified against embed()
+    finally:
+        hub.tokenizer = saved
+        vocabulary.TOKENIZERS.pop("toy-sentencepiece", None)
+    assert "toy-sentencepiece tokenizer" in (tmp_path / "st" / "README.md").read_text(encoding="utf-8")
+    assert (tmp_path / "st" / "sentencepiece.bpe.model").is_file()

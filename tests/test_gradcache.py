@@ -1,7 +1,6 @@
 """GradCache (--contrastive-chunk-size): the same gradients as encoding the chunks with their
 graphs kept (and, without dropout, as encoding the whole batch at once); resumes stay bit-exact."""
 
-import numpy as np
 import pytest
 import torch
 

@@ -2,7 +2,6 @@
 
 import errno
 import os
-import warnings
 from pathlib import Path
 
 import pytest

@@ -70,13 +70,6 @@ def _lines(path: str):
             yield line.rstrip("\n").rstrip("\r")
 
 
-def read_sentences(path: str):
-    """All lines of ``path`` (for callers that want a list; the CLI streams)."""
-    if path != "-" and not os.path.isfile(path):
-        raise FileNotFoundError(f"--input '{path}' does not exist")
-    return list(_lines(path))
-
-
 def _chunks(lines, size):
     chunk = []
     for line in lines:

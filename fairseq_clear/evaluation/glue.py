@@ -262,10 +262,10 @@ def model_args(checkpoint: str) -> List[str]:
     if model is None and state.get("args") is not None:
         model = state["args"]
     get = (lambda k, d=None: model.get(k, d)) if hasattr(model, "get") else (lambda k, d=None: getattr(model, k, d))
-    from fairseq_clear.models.hub_interface import STOCK_ROBERTA_ARCHS
+    from fairseq_clear.checkpoint_safety import stock_roberta_names
 
     arch = get("_name") or get("arch")
-    if arch in STOCK_ROBERTA_ARCHS:
+    if arch in stock_roberta_names():
         arch = "clear_roberta"  # fairseq's own RoBERTa (roberta.base as shipped): same encoder
     if not arch or not str(arch).startswith("clear_roberta"):
         raise GlueDataError(f"{checkpoint}: not a clear_roberta or fairseq RoBERTa checkpoint (arch '{arch}')")
@@ -274,7 +274,7 @@ def model_args(checkpoint: str) -> List[str]:
         max_positions = cfg["task"].get("tokens_per_sample")
     from fairseq.utils import get_available_activation_fns
 
-    from fairseq_clear.checkpoint_safety import ACCEPTED_MODEL_NAMES, UnsupportedCheckpointError, check_checkpoint_config
+    from fairseq_clear.checkpoint_safety import UnsupportedCheckpointError, accepted_model_names, check_checkpoint_config
     from fairseq_clear.checkpoint_sizes import CheckpointSizeError, check_sizes
 
     try:
@@ -301,7 +301,7 @@ def model_args(checkpoint: str) -> List[str]:
                                else f"one of {sorted(kind)}"))
 
     flags = [
-        "--arch", checked("arch", arch, ACCEPTED_MODEL_NAMES),
+        "--arch", checked("arch", arch, accepted_model_names()),
         "--encoder-layers", checked("encoder_layers", get("encoder_layers"), int),
         "--encoder-embed-dim", checked("encoder_embed_dim", get("encoder_embed_dim"), int),
         "--encoder-ffn-embed-dim", checked("encoder_ffn_embed_dim", get("encoder_ffn_embed_dim"), int),

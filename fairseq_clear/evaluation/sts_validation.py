@@ -28,7 +28,7 @@ from fairseq import metrics
 from ..errors import FairseqClearError
 from ..models.inference import (
     NonFiniteVectorsError,
-    SentencepieceTokenizer,
+    SentencepieceDictionaryEncoder,
     check_pooling,
     cosine_rows,
     embed_tokens,
@@ -88,7 +88,7 @@ class StsValidator:
         if len(self.pairs) < 2:
             raise StsValidationConfigError(f"--sts-validation: '{self.path}' has fewer than 2 pairs")
         if isinstance(tokenizer, str):
-            self.tokenizer = SentencepieceTokenizer(tokenizer, dictionary)
+            self.tokenizer = SentencepieceDictionaryEncoder(tokenizer, dictionary)
         else:
             self.tokenizer = DictionaryEncoder(tokenizer, dictionary)
         self.pooling = pooling or None

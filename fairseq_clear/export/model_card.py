@@ -42,25 +42,26 @@ def _get(cfg, key, default=None):
         return default
 
 
+class _Options:
+    """A saved config (dict, OmegaConf node or Namespace) read with ``get(key, default)``."""
+
+    def __init__(self, cfg):
+        self.cfg = cfg
+
+    def get(self, key, default=None):
+        return _get(self.cfg, key, default)
+
+
 def method(task_cfg, model_args) -> str:
-    """The paper and options the checkpoint was trained with, in words."""
+    """The paper and options the checkpoint was trained with, in words: its registered task
+    class's ``model_card_training(task_cfg, model_args)``; fairseq's masked_lm and other tasks
+    by name."""
+    from fairseq.tasks import TASK_REGISTRY
+
     name = _get(task_cfg, "_name", "?")
-    if name == "clear":
-        augmentations = _get(task_cfg, "augmentation_mix") or _get(task_cfg, "augmentations", "?")
-        if _get(task_cfg, "mlm_only"):
-            return "masked language modelling only (CLEAR's MLM baseline)"
-        if augmentations in ("none", "dropout"):
-            return "SimCSE unsupervised (Gao et al. 2021): dropout as the only augmentation"
-        return (f"CLEAR (Wu et al. 2020): masked LM + NT-Xent between two views made with "
-                f"`{augmentations}`" + (" (no MLM)" if _get(task_cfg, "no_mlm") or _get(task_cfg, "mlm") == "off" else ""))
-    if name == "declutr":
-        return (f"DeCLUTR (Giorgi et al. 2021): {_get(task_cfg, 'num_anchors')} anchor span(s) and "
-                f"{_get(task_cfg, 'num_positives')} positive span(s) per document, masked LM + contrastive")
-    if name == "contrastive_pairs":
-        if getattr(model_args, "freeze_encoder", False):
-            return "CLSR: a contrastive MLP over the frozen pre-trained encoder, on labelled positive pairs"
-        return "SimCSE supervised (Gao et al. 2021): labelled pairs" + (
-            " with hard negatives" if _get(task_cfg, "hard_negatives", "auto") != "off" else "")
+    describe = getattr(TASK_REGISTRY.get(name) if isinstance(name, str) else None, "model_card_training", None)
+    if describe is not None:
+        return describe(_Options(task_cfg), model_args)
     if name == "masked_lm":
         return "masked language modelling only (a pre-trained or imported encoder, no contrastive training)"
     return f"fairseq task '{name}'"

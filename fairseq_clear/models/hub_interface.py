@@ -25,8 +25,7 @@ from .. import vocabulary
 from ..tasks.contrastive import inference_overrides
 from ..vocabulary import DictionaryEncoder
 from .inference import (
-    SentencepieceTokenizer,
-    check_head,
+    SentencepieceDictionaryEncoder,
     check_pooling,
     check_sentences,
     embed_tokens,
@@ -61,7 +60,7 @@ class ClearHubInterface(RobertaHubInterface):
         super().__init__(cfg, task, model)
         if tokenizer is None or isinstance(tokenizer, str):
             spm_path = tokenizer or _cfg_get(cfg, "bpe", "sentencepiece_model")
-            self.tokenizer = SentencepieceTokenizer(spm_path, task.source_dictionary)
+            self.tokenizer = SentencepieceDictionaryEncoder(spm_path, task.source_dictionary)
         else:
             self.tokenizer = DictionaryEncoder(tokenizer, task.source_dictionary)
         dict_path = getattr(task.source_dictionary, "path", None) or "dict.txt"
@@ -155,7 +154,7 @@ class ClearHubInterface(RobertaHubInterface):
         if normalize is None:
             normalize = self.default_normalize
         check_pooling(pooling)
-        check_head(head, self.model)
+        self.model.representation_dim(head)  # raises for an unknown or missing head
         if convert_to not in CONVERT_CHOICES:
             raise ValueError(f"unknown convert_to '{convert_to}', choose from {CONVERT_CHOICES}")
         if precision not in PRECISION_CHOICES:
@@ -283,16 +282,16 @@ def _cfg_get(cfg, group, key):
     return section.get(key) if hasattr(section, "get") else getattr(section, key, None)
 
 
-#: fairseq's RoBERTa architectures (admitted by checkpoint_safety); the hub builds them as
-#: clear_roberta, whose encoder is the same module with the same parameter names
-STOCK_ROBERTA_ARCHS = ("roberta", "roberta_base", "roberta_large", "roberta_prenorm", "xlm", "xlmr")
-
-
 def as_clear_roberta(model_cfg):
-    """Point a stock RoBERTa model config at clear_roberta; its sizes stay as saved."""
+    """Point a stock RoBERTa model config (``checkpoint_safety.stock_roberta_names``) at
+    clear_roberta, whose encoder is the same module with the same parameter names; its sizes
+    stay as saved."""
+    from ..checkpoint_safety import stock_roberta_names
+
+    stock = stock_roberta_names()
     name = getattr(model_cfg, "_name", None) if not hasattr(model_cfg, "get") else model_cfg.get("_name")
     arch = getattr(model_cfg, "arch", None) if not hasattr(model_cfg, "get") else model_cfg.get("arch")
-    if name in STOCK_ROBERTA_ARCHS or arch in STOCK_ROBERTA_ARCHS:
+    if name in stock or arch in stock:
         from omegaconf import OmegaConf, open_dict
 
         ctx = open_dict(model_cfg) if OmegaConf.is_config(model_cfg) else contextlib.nullcontext()
@@ -325,8 +324,8 @@ BPE_FILE_OPTIONS = ("sentencepiece_model", "gpt2_encoder_json", "gpt2_vocab_bpe"
 
 def find_tokenizer(bpe, data_dir, model_dir, files) -> "vocabulary.Tokenizer":
     """The tokenizer named by ``bpe`` and ``files``, else the one found in the data or model directory."""
-    if bpe is not None and bpe not in vocabulary.KINDS:
-        raise HubLoadError(f"bpe='{bpe}': choose one of {', '.join(vocabulary.KINDS)} (or None: found in the directory)")
+    if bpe is not None and bpe not in vocabulary.TOKENIZERS:
+        raise HubLoadError(f"bpe='{bpe}': choose one of {', '.join(vocabulary.kinds())} (or None: found in the directory)")
     for name, path in files.items():
         if name != "bpe_cased" and not os.path.isfile(path):
             raise HubLoadError(f"{name} '{path}' does not exist")

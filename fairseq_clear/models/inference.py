@@ -29,8 +29,7 @@ from .pooling import HEAD_CHOICES, POOLING_CHOICES, check_pooling  # noqa: F401 
 logger = logging.getLogger(__name__)
 
 
-
-class SentencepieceTokenizer(DictionaryEncoder):
+class SentencepieceDictionaryEncoder(DictionaryEncoder):
     """:class:`~fairseq_clear.vocabulary.DictionaryEncoder` over a sentencepiece ``.model`` file."""
 
     def __init__(self, sentencepiece_model: str, dictionary):
@@ -70,15 +69,6 @@ def output_dim(model, head: str = "representation") -> int:
     return model.representation_dim(head)
 
 
-def check_head(head: str, model=None):
-    if model is not None:
-        model.representation_dim(head)  # raises for an unknown or missing head
-    else:
-        from .pooling import check_head_name
-
-        check_head_name(head)
-
-
 def length_batches(lengths: Sequence[int], batch_size: int) -> List[np.ndarray]:
     """Indices grouped into batches of similar length (longest first: memory peaks early)."""
     order = np.argsort(-np.asarray(lengths, dtype=np.int64), kind="stable")
@@ -103,10 +93,9 @@ def embed_tokens(
     """
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-    check_head(head, model)
+    dim = output_dim(model, head)  # raises for an unknown or missing head
     for p in poolings:
         check_pooling(p)
-    dim = output_dim(model, head)
     cls_only = set(poolings) == {"cls"}
     out = {p: torch.empty(len(tokens), dim, dtype=torch.float32) for p in poolings}
     if not tokens:

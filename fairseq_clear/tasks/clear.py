@@ -40,12 +40,12 @@ logger = logging.getLogger(__name__)
 #: 'eos' = sentence samples; the others are fairseq's TokenBlockDataset modes (as masked_lm)
 SAMPLE_BREAK_MODES = ("eos", "complete", "complete_doc", "none")
 
-#: the name this error had before the task base existed (kept for user code)
-ClearConfigError = TaskConfigError
-
 
 @dataclass
-class ClearConfig(ContrastiveConfig):
+class ClearViewsConfig(ContrastiveConfig):
+    """The sample and the augmentation composition of ``--task clear`` (the first options of
+    :class:`ClearConfig`, which lists the rates after them)."""
+
     sample_break_mode: str = field(
         default="eos",
         metadata={
@@ -73,37 +73,13 @@ class ClearConfig(ContrastiveConfig):
             "Overrides --augmentations"
         },
     )
-    del_word_rate: float = field(
-        default=0.7, metadata={"help": "del-word: share of tokens replaced by [DEL] (paper: 0.7)"}
-    )
-    del_span_count: int = field(
-        default=5, metadata={"help": "del-span: number of spans deleted (paper: 5); short sentences lose fewer spans so that the expected deleted share stays count x ratio (25%)"}
-    )
-    del_span_ratio: float = field(
-        default=0.05,
-        metadata={"help": "del-span: length of each span as a share of the sentence, rounded up to whole tokens (paper: 0.05)"},
-    )
-    reorder_pairs: int = field(
-        default=5, metadata={"help": "reorder: number of span pairs swapped (paper: 5); fewer in short sentences, keeping the expected moved share at 2 x pairs x ratio"}
-    )
-    reorder_span_ratio: float = field(
-        default=0.05,
-        metadata={"help": "reorder: length of each span as a share of the sentence, rounded up to whole tokens (paper: ~0.05)"},
-    )
-    reorder_unequal: bool = field(
-        default=False,
-        metadata={
-            "help": "reorder: swap spans of different lengths (Fig. 2c of the paper draws them so), each "
-            "drawn from 1 .. 2 x ratio x n - 1 tokens, same mean; default: spans of equal length"
-        },
-    )
-    subs_rate: float = field(
-        default=0.3,
-        metadata={
-            "help": "subs: share of words replaced by a synonym (paper: 0.3); words "
-            "without a synonym stay"
-        },
-    )
+
+
+@dataclass
+class ClearConfig(aug.AugmentationParams, ClearViewsConfig):
+    """``--task clear``'s options: :class:`ClearViewsConfig`'s, the augmentations' rates
+    (declared once, in :class:`~fairseq_clear.augmentations.AugmentationParams`), then these."""
+
     synonym_table: str = field(
         default="",
         metadata={
@@ -154,15 +130,7 @@ def validate_config(cfg) -> list:
 
 
 def augmentation_params(cfg) -> aug.AugmentationParams:
-    return aug.AugmentationParams(
-        del_word_rate=cfg.del_word_rate,
-        del_span_count=cfg.del_span_count,
-        del_span_ratio=cfg.del_span_ratio,
-        reorder_pairs=cfg.reorder_pairs,
-        reorder_span_ratio=cfg.reorder_span_ratio,
-        reorder_unequal=cfg.reorder_unequal,
-        subs_rate=cfg.subs_rate,
-    )
+    return aug.AugmentationParams.from_config(cfg)
 
 
 def token_blocks(lines, mode: str, tokens_per_sample: int, dictionary):
@@ -186,6 +154,19 @@ class ClearTask(ContrastiveTask):
     name = "clear"
     config_class = ClearConfig
     inference_overrides = {"augmentations": "none", "augmentation_mix": "", "synonym_table": ""}
+
+    @classmethod
+    def model_card_training(cls, task_cfg, model_args) -> str:
+        """How a checkpoint of this task was trained, in words (the exported model card);
+        ``task_cfg``: its task options as saved (``get(key, default)``)."""
+        augmentations = task_cfg.get("augmentation_mix") or task_cfg.get("augmentations", "?")
+        if task_cfg.get("mlm_only"):
+            return "masked language modelling only (CLEAR's MLM baseline)"
+        if augmentations in ("none", "dropout"):
+            return "SimCSE unsupervised (Gao et al. 2021): dropout as the only augmentation"
+        no_mlm = task_cfg.get("mlm") == "off" or task_cfg.get("no_mlm")  # no_mlm: older checkpoints
+        return (f"CLEAR (Wu et al. 2020): masked LM + NT-Xent between two views made with "
+                f"`{augmentations}`" + (" (no MLM)" if no_mlm else ""))
 
     def __init__(self, cfg: ClearConfig, dictionary=None):
         self.augmentation_names = validate_config(cfg)

@@ -87,6 +87,15 @@ class ContrastivePairsTask(ContrastiveTask):
     #: a sample is a row of the pair columns, not a fairseq break mode
     not_honoured = NOT_HONOURED + ("sample_break_mode",)
 
+    @classmethod
+    def model_card_training(cls, task_cfg, model_args) -> str:
+        """How a checkpoint of this task was trained, in words (the exported model card);
+        ``task_cfg``: its task options as saved (``get(key, default)``)."""
+        if getattr(model_args, "freeze_encoder", False):
+            return "CLSR: a contrastive MLP over the frozen pre-trained encoder, on labelled positive pairs"
+        return "SimCSE supervised (Gao et al. 2021): labelled pairs" + (
+            " with hard negatives" if task_cfg.get("hard_negatives", "auto") != "off" else "")
+
     def __init__(self, cfg: ContrastivePairsConfig, dictionary=None):
         if cfg.mlm_only and cfg.mlm != "on":
             raise TaskConfigError(

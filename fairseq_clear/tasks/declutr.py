@@ -113,6 +113,13 @@ class DeclutrTask(ContrastiveTask):
     not_honoured = NOT_HONOURED + ("sample_break_mode",)
     paper = "declutr"
 
+    @classmethod
+    def model_card_training(cls, task_cfg, model_args) -> str:
+        """How a checkpoint of this task was trained, in words (the exported model card);
+        ``task_cfg``: its task options as saved (``get(key, default)``)."""
+        return (f"DeCLUTR (Giorgi et al. 2021): {task_cfg.get('num_anchors')} anchor span(s) and "
+                f"{task_cfg.get('num_positives')} positive span(s) per document, masked LM + contrastive")
+
     def __init__(self, cfg: DeclutrConfig, dictionary=None):
         self.span_params = span_params(cfg)  # fails at start-up, naming the option
         super().__init__(cfg, dictionary)
