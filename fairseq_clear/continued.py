@@ -32,7 +32,7 @@ def read_record(checkpoint: str) -> Dict[str, object]:
     """What the checkpoint is: pretrained_kind, pretrained_pooling, sentence_normalize, encoder_embed_dim."""
     import fairseq_clear  # noqa: F401  (allow-listed, weights_only loading)
     from .checkpoint_safety import safe_load
-    from .models.hub_interface import STOCK_ROBERTA_ARCHS
+    from .checkpoint_safety import stock_roberta_names
 
     state = safe_load(checkpoint)
     cfg = state.get("cfg") or {}
@@ -41,7 +41,8 @@ def read_record(checkpoint: str) -> Dict[str, object]:
         model = state["args"]
     get = (lambda k: model.get(k)) if hasattr(model, "get") else (lambda k: getattr(model, k, None))
     kind = get("pretrained_kind")
-    if not kind and (get("_name") in STOCK_ROBERTA_ARCHS or get("arch") in STOCK_ROBERTA_ARCHS):
+    stock = stock_roberta_names()
+    if not kind and (get("_name") in stock or get("arch") in stock):
         kind = "encoder"  # fairseq's roberta.base as shipped
     return {"pretrained_kind": kind, "pretrained_pooling": get("pretrained_pooling"),
             "sentence_normalize": bool(get("sentence_normalize")), "encoder_embed_dim": get("encoder_embed_dim")}

@@ -1,8 +1,6 @@
 """Options are resolved once, by the task, where fairseq builds each part; the criterion's
 normaliser is one pure function; MLM is one tri-state option."""
 
-import logging
-
 import pytest
 import torch
 

@@ -319,7 +319,9 @@ def model_args(checkpoint: str) -> List[str]:
     from fairseq_clear.models.clear_roberta import PRETRAINED_KINDS
     from fairseq_clear.models.pooling import POOLING_CHOICES
 
-    kind = get("pretrained_kind") or ("encoder" if (get("_name") or get("arch")) in STOCK_ROBERTA_ARCHS else None)
+    from fairseq_clear.checkpoint_safety import stock_roberta_names
+
+    kind = get("pretrained_kind") or ("encoder" if (get("_name") or get("arch")) in stock_roberta_names() else None)
     if kind:
         flags += ["--pretrained-kind", checked("pretrained_kind", kind, PRETRAINED_KINDS)]
     if get("pretrained_pooling"):
