@@ -242,3 +242,16 @@ def test_fairseq_train_by_hand_warns_once_about_a_from_scratch_lr(tiny_data, tmp
     assert "WARNING" in found[0] and "--lr 0.001 is 100x what CLEAR recipe uses to continue a pre-trained " \
         "encoder of base size (1e-05)" in found[0], found
     assert warnings("1e-5") == []
+
+
+def test_an_mlm_only_checkpoint_loads_for_inference(tiny_data, tmp_path):
+    """A --mlm-only encoder (the papers' real starting point, bench_continued.py's second start)
+    loads in the hub: the inference override --augmentations none must not turn --mlm auto into
+    SimCSE's 'off', which --mlm-only refuses ('leaves no loss to train')."""
+    from helpers import train_args
+
+    from fairseq_clear.models.hub_interface import from_pretrained
+
+    run_cli(train_args(tiny_data, tmp_path / "ck", "--mlm-only", max_update=1))
+    hub = from_pretrained(str(tmp_path / "ck"), "checkpoint_last.pt", str(tiny_data))
+    assert hub.embed("a dog runs").shape == (hub.dim,)

@@ -181,6 +181,10 @@ class ContrastiveTask(StsValidationMixin, MaskedLMTask):
             raise TaskConfigError(
                 f"--batch-composition must be one of {', '.join(BATCH_COMPOSITIONS)}, got '{cfg.batch_composition}'"
             )
+        if cfg.mlm_only and cfg.mlm == "auto":
+            # MLM is the only loss: never the mode's paper's 'off' (a checkpoint loaded for inference
+            # gets --augmentations none, which would make CLEAR's mode SimCSE's)
+            cfg.mlm = "on"
         paper_defaults.fill(cfg, paper_defaults.TASK_OPTIONS, self.paper_mode(), f"task {self.name}")
         if cfg.mlm == "off" and cfg.mlm_only:
             raise TaskConfigError("--mlm off with --mlm-only leaves no loss to train")
