@@ -204,8 +204,8 @@ def main():
     p.add_argument("--max-update", type=int, default=0, help="MAX_UPDATE of the recipes (default: theirs)")
     p.add_argument("--validate-every", type=int, default=0,
                    help="score STS-B dev every N updates (default: the recipes' interval, max-update / 10)")
-    p.add_argument("--mlm-arch", default="clear_roberta_small")
-    p.add_argument("--mlm-updates", type=int, default=300)
+    p.add_argument("--mlm-arch", default="clear_roberta_tiny")
+    p.add_argument("--mlm-updates", type=int, default=200)
     p.add_argument("--tasks", default="", help="STS test tasks (default: all 7)")
     p.add_argument("--sts-dev", default=str(STS_DEV))
     p.add_argument("--work", default=str(REPO / "benchmarks" / "runs" / "continued"),
