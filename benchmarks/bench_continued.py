@@ -119,17 +119,18 @@ def write_inputs(work: Path, lines: int, doc_lines: int):
 
 def pretrain_mlm(work: Path, sentences: Path, arch: str, updates: int) -> Path:
     """A small encoder trained with MLM only on the benchmark text; returns a model directory that
-    run.sh takes as a fairseq model (model.pt + dict.txt + the data's tokenizer)."""
+    run.sh takes as a fairseq model (model.pt + dict.txt + the data's tokenizer). Samples of 128
+    tokens: the model's positions are what the CPU DeCLUTR recipe reads (--tokens-per-sample 128)."""
     model_dir = work / "mlm-start"
     if (model_dir / "model.pt").is_file():
         return model_dir
     data = work / "mlm-data"
     run([bin_path("clear-prepare"), sentences, data, "--input-format", "lines", "--documents", "lines",
-         "--vocab-size", "4000", "--tokens-per-sample", "64", "--valid-size", "0", "--test-size", "0",
+         "--vocab-size", "4000", "--tokens-per-sample", "128", "--valid-size", "0", "--test-size", "0",
          "--workers", "1", "--no-progress"], log_path=work / "mlm-prepare.log", threads=2)
     save = work / "mlm-checkpoints"
     run([bin_path("fairseq-train"), data / "data-bin", "--user-dir", REPO / "fairseq_clear", "--task", "clear",
-         "--criterion", "clear", "--mlm-only", "--arch", arch, "--tokens-per-sample", "64", "--batch-size", "32",
+         "--criterion", "clear", "--mlm-only", "--arch", arch, "--tokens-per-sample", "128", "--batch-size", "32",
          "--optimizer", "adam", "--adam-betas", "(0.9,0.98)", "--adam-eps", "1e-6", "--weight-decay", "0.01",
          "--lr", "5e-4", "--lr-scheduler", "polynomial_decay", "--warmup-updates", str(max(1, updates // 10)),
          "--total-num-update", str(updates), "--max-update", str(updates), "--cpu", "--num-workers", "0",
