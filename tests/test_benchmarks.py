@@ -266,3 +266,40 @@ def test_quality_longer_horizon_scores_fairseq_interval_checkpoints(monkeypatch,
         torch.save({"optimizer_history": [{"num_updates": updates}], "cfg": None}, tmp_path / name)
     assert [(u, p.name) for u, p in quality.intermediate_checkpoints(tmp_path, 10)] == [
         (10, "checkpoint_3_10.pt"), (20, "checkpoint2.pt")]
+
+
+def test_continued_benchmark_parses_the_runs_summary_line(monkeypatch):
+    bench = bench_module("bench_continued", monkeypatch)
+    log = ("2026-11-25 | INFO | fairseq_clear.evaluation.sts_validation | STS-B dev Spearman: start 78.90 -> best "
+           "79.10 (update 20), last 78.50 (update 30); every score: 0: 78.90, 10: 79.00, 20: 79.10, 30: 78.50\n")
+    assert bench.parse_summary(log) == {
+        "start": 78.9, "best": 79.1, "best_update": 20, "last": 78.5, "last_update": 30, "note": "",
+        "history": [[0, 78.9], [10, 79.0], [20, 79.1], [30, 78.5]]}
+    worse = log.replace("(update 30)", "(update 30); nothing beat the start: checkpoint_best.pt holds the "
+                                       "starting model")
+    assert bench.parse_summary(worse)["note"].startswith("nothing beat the start")
+    assert bench.compare({"STS-B": 80.0, "SICK-R": 70.0, "Avg": 75.0}, {"STS-B": 81.0, "SICK-R": 69.5, "Avg": 75.25}) \
+        == {"delta": {"STS-B": 1.0, "SICK-R": -0.5}, "helps": ["STS-B"], "hurts": ["SICK-R"]}
+
+
+def test_continued_benchmark_runs_in_its_quick_form(tmp_path):
+    """bench_continued.py --quick from its own MLM-only start: each mode through run.sh, the start and
+    the exported model scored, the dev line parsed, the summary JSON and the plot written."""
+    from helpers import shared
+
+    if not (shared("corpus", "wiki1m_for_simcse_sample").is_dir() and shared("sts", "STSBenchmark").is_dir()):
+        pytest.skip("needs the shared wiki1m sample and STS data")
+    dev = tmp_path / "sts-dev.csv"
+    with open(shared("sts", "STSBenchmark", "sts-dev.csv"), encoding="utf-8") as f:
+        dev.write_text("".join(f.readline() for _ in range(100)), encoding="utf-8")
+    out = tmp_path / "continued.json"
+    run_cli([sys.executable, BENCH / "bench_continued.py", "--quick", "--starts", "mlm", "--sts-dev", dev,
+             "--work", tmp_path / "work", "--out", out], timeout=1500)
+    results = json.loads(out.read_text())
+    runs = results["runs"]["mlm"]
+    assert set(runs) == {"simcse-unsup", "clear", "declutr"}
+    for mode, r in runs.items():
+        assert r["dev"]["start"] is not None and [u for u, _ in r["dev"]["history"]][0] == 0, (mode, r)
+        assert r["dev_never_below_start"] and r["dev"]["best"] >= r["dev"]["start"]
+        assert set(r["sts_start"]) == {"STS-B", "Avg"} and set(r["sts_exported"]) == {"STS-B", "Avg"}
+    assert (tmp_path / "continued_dev.png").stat().st_size > 0 and out.stat().st_size < 100_000

@@ -78,3 +78,41 @@ def test_score_survives_summed_logging_outputs():
         task.reduce_metrics(logs, None)
     value = agg.get_smoothed_values()[METRIC]
     assert value == 42.5 and type(value) is float
+
+
+def _summary(output):
+    lines = [line for line in output.splitlines() if "STS-B dev Spearman: start" in line]
+    assert len(lines) == 1, output[-4000:]
+    return lines[0]
+
+
+def test_resumed_run_keeps_the_start_and_every_score(tiny_data, tmp_path):
+    """Stopped at update 4 and resumed to 8: the summary line of the resumed run names the original
+    start and the scores of every interval, those before the stop included; the checkpoint holds
+    them as plain Python types (weights_only=True)."""
+    write_stsb(tmp_path / "sts-dev.csv", n=60)
+    save = tmp_path / "ckpt"
+
+    def train(max_update):
+        return run_cli(train_args(
+            tiny_data, save, "--sts-validation", tmp_path,
+            "--best-checkpoint-metric", "sts_b_spearman", "--maximize-best-checkpoint-metric",
+            "--validate-interval-updates", "2", "--save-interval-updates", "2", "--lr", "3e-3",
+            max_update=max_update, validate=True,
+        )).stdout
+
+    first = _summary(train(4))
+    start = first.split("start ")[1].split(" ")[0]
+    assert "every score: 0: " + start in first and ", 4: " in first, first
+
+    import fairseq_clear  # noqa: F401
+    from fairseq_clear.checkpoint_safety import safe_load
+
+    record = safe_load(save / "checkpoint_last.pt")["extra_state"]["ClearTask"]["sts_validation"]
+    assert record["start"] == float(start) and [u for u, _ in record["history"]] == [0, 2, 4], record
+
+    second = _summary(train(8))
+    assert f"STS-B dev Spearman: start {start} -> best" in second, second
+    every = second.split("every score: ")[1]
+    assert [int(item.split(":")[0]) for item in every.split(", ")] == [0, 2, 4, 6, 8], second
+    assert every.startswith(first.split("every score: ")[1]), (first, second)  # the first run's scores kept

@@ -211,3 +211,47 @@ def test_recipe_continues_minilm_with_continued_values_and_exports_the_best(tmp_
     assert "checkpoint: " in out and (tmp_path / "out/checkpoints/checkpoint_best.pt").is_file()
     assert "checkpoint_best.pt" in out.split("checkpoint: ")[-1].splitlines()[0]
     assert json.loads((tmp_path / "out/export/modules.json").read_text())[-1]["type"].endswith("Normalize")
+
+
+# ---- fairseq-train by hand on a pre-trained model: a from-scratch lr is named (item 1) ------
+def test_lr_warning_names_the_papers_continued_value():
+    from fairseq_clear.continued import lr_warning
+
+    message = lr_warning("simcse-unsup", "sentence-embedding", 384, 5e-4)
+    assert message.startswith("--lr 0.0005 is 17x what SimCSE uses to continue a sentence-embedding model "
+                              "of base size (3e-05)"), message
+    assert "Pass --lr 3e-05" in message
+    assert "(1e-05)" in lr_warning("simcse-sup", "encoder", 1024, 1e-4)  # large: SimCSE's 1e-5
+    assert lr_warning("simcse-unsup", "encoder", 768, 1e-4) == ""  # 3.3x: a choice, not a mistake
+    assert lr_warning("simcse-unsup", None, 768, 5e-4) == ""  # a model trained here from scratch
+    assert lr_warning("clsr", "encoder", 768, 1e-2) == ""  # CLSR's heads over a frozen encoder
+
+
+def test_fairseq_train_by_hand_warns_once_about_a_from_scratch_lr(tiny_data, tmp_path):
+    """No recipe: fairseq-train on a model recorded as pre-trained (--pretrained-kind) with lr 1e-3
+    (CLEAR's continued value is 1e-5) logs one warning naming both; at 1e-5 it logs none."""
+    from helpers import train_args
+
+    def warnings(lr):
+        out = run_cli(train_args(tiny_data, tmp_path / lr, "--pretrained-kind", "encoder", "--lr", lr,
+                                 max_update=1)).stdout
+        return [line for line in out.splitlines() if "uses to continue" in line]
+
+    found = warnings("1e-3")
+    assert len(found) == 1, found
+    assert "WARNING" in found[0] and "--lr 0.001 is 100x what CLEAR recipe uses to continue a pre-trained " \
+        "encoder of base size (1e-05)" in found[0], found
+    assert warnings("1e-5") == []
+
+
+def test_an_mlm_only_checkpoint_loads_for_inference(tiny_data, tmp_path):
+    """A --mlm-only encoder (the papers' real starting point, bench_continued.py's second start)
+    loads in the hub: the inference override --augmentations none must not turn --mlm auto into
+    SimCSE's 'off', which --mlm-only refuses ('leaves no loss to train')."""
+    from helpers import train_args
+
+    from fairseq_clear.models.hub_interface import from_pretrained
+
+    run_cli(train_args(tiny_data, tmp_path / "ck", "--mlm-only", max_update=1))
+    hub = from_pretrained(str(tmp_path / "ck"), "checkpoint_last.pt", str(tiny_data))
+    assert hub.embed("a dog runs").shape == (hub.dim,)

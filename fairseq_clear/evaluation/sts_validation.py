@@ -127,8 +127,9 @@ class StsValidationMixin:
     --maximize-best-checkpoint-metric`` its weights are written as checkpoint_best.pt and its
     score becomes fairseq's best so far (``checkpoint_utils.save_checkpoint.best``, which fairseq
     itself keeps), so a checkpoint replaces it only when it scores at least as well. When the
-    run ends one line says ``start X -> best Y (update N), last Z``, and whether anything beat
-    the start.
+    run ends one line says ``start X -> best Y (update N), last Z``, whether anything beat
+    the start, and every score (``every score: 0: X, 125: ...``). A resumed run keeps the start's
+    score and the scores before the stop (in the checkpoint: :meth:`sts_checkpoint_dict`).
     """
 
     _sts_validator = None
@@ -155,6 +156,29 @@ class StsValidationMixin:
             from ..fairseq_fixes import scope
 
             scope.at_end(self.log_sts_summary)
+            # fairseq asks a task with get_checkpoint_dict for state to keep in every checkpoint's
+            # extra_state (and logs that it did): only runs that score STS-B dev have any
+            self.get_checkpoint_dict = self.sts_checkpoint_dict
+
+    # ---- a resumed run keeps the start's score and the scores before the stop. fairseq's trainer
+    # saves task.state_dict() as task_state but never restores it on resume; fairseq's
+    # checkpoint_utils.load_checkpoint hands the task its own part of extra_state instead
+    # (``extra_state[type(task).__name__]`` -> task.set_checkpoint_dict), written from
+    # task.get_checkpoint_dict() at each save. Plain Python types only (weights_only=True).
+    def sts_checkpoint_dict(self) -> dict:
+        record = {"start": self._sts_start, "keeps_start": bool(self._sts_keeps_start),
+                  "history": [[int(u), float(s)] for u, s in self._sts_history]}
+        return {type(self).__name__: {"sts_validation": record}}
+
+    def set_checkpoint_dict(self, state: dict) -> None:
+        record = (state or {}).get("sts_validation")
+        if not record or self._sts_validator is None:
+            return
+        start = record.get("start")
+        self._sts_start = None if start is None else float(start)
+        self._sts_keeps_start = bool(record.get("keeps_start"))
+        self._sts_history = [(int(u), float(s)) for u, s in record.get("history", [])]
+        logger.info("STS-B dev scores of the run so far, restored from the checkpoint: %s", _scores(self._sts_history))
 
     def begin_epoch(self, epoch, model):
         super().begin_epoch(epoch, model)
@@ -173,7 +197,8 @@ class StsValidationMixin:
             return  # not a fairseq-train run, or a resumed one: fairseq restored its best score
         # rounded as fairseq rounds the logged metric (round=2) that it compares with the best so far
         self._sts_start = score = round(self._sts_validator.score(model), 2)
-        self._sts_history.append((self._updates_done, score))
+        # a run that resumed with --reset-meters (fairseq forgot its best) starts its record anew too
+        self._sts_history = [(self._updates_done, score)]
         ck = run.checkpoint
         if ck.best_checkpoint_metric != METRIC or not ck.maximize_best_checkpoint_metric:
             logger.info("STS-B dev of the starting model: %.2f; checkpoint_best.pt follows --best-checkpoint-metric "
@@ -185,7 +210,7 @@ class StsValidationMixin:
         if ck.no_save or not _is_first_rank():
             return
         path = os.path.join(ck.save_dir, f"checkpoint_best{ck.checkpoint_suffix or ''}.pt")
-        _save_start(run, model, path, score)
+        _save_start(run, model, path, score, self.sts_checkpoint_dict())
         logger.info("STS-B dev of the starting model: %.2f, saved as %s: a checkpoint replaces it only when "
                     "it scores at least as well", score, path)
 
@@ -213,7 +238,7 @@ class StsValidationMixin:
         if start is not None and all(s < start for _, s in history[1:]):
             line += ("; nothing beat the start: " + ("checkpoint_best.pt holds the starting model"
                                                      if self._sts_keeps_start else "every checkpoint is worse"))
-        return line
+        return line + "; every score: " + _scores(history)
 
     def log_sts_summary(self):
         line = self.sts_summary()
@@ -235,12 +260,17 @@ class StsValidationMixin:
             metrics.log_scalar(METRIC, total / count, 1, round=2)
 
 
+def _scores(history) -> str:
+    """``0: 78.90, 125: 79.31, ...`` (update: Spearman x100)."""
+    return ", ".join(f"{u}: {s:.2f}" for u, s in history)
+
+
 def _is_first_rank() -> bool:
     return not (torch.distributed.is_available() and torch.distributed.is_initialized()) \
         or torch.distributed.get_rank() == 0
 
 
-def _save_start(run, model, path, score):
+def _save_start(run, model, path, score, task_state=None):
     """The starting model as a fairseq checkpoint (trainer.state_dict's layout, no optimizer state)."""
     from fairseq import checkpoint_utils, utils
     from omegaconf import OmegaConf
@@ -252,7 +282,7 @@ def _save_start(run, model, path, score):
                                "lr_scheduler_state": {"best": score}, "num_updates": 0}],
         "task_state": {},
         "extra_state": {"train_iterator": {"epoch": 1, "iterations_in_epoch": 0, "shuffle": True},
-                        "val_loss": score, "best": score, "start": True},
+                        "val_loss": score, "best": score, "start": True, **(task_state or {})},
         "last_optimizer_state": None,
     }
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)

@@ -181,6 +181,10 @@ class ContrastiveTask(StsValidationMixin, MaskedLMTask):
             raise TaskConfigError(
                 f"--batch-composition must be one of {', '.join(BATCH_COMPOSITIONS)}, got '{cfg.batch_composition}'"
             )
+        if cfg.mlm_only and cfg.mlm == "auto":
+            # MLM is the only loss: never the mode's paper's 'off' (a checkpoint loaded for inference
+            # gets --augmentations none, which would make CLEAR's mode SimCSE's)
+            cfg.mlm = "on"
         paper_defaults.fill(cfg, paper_defaults.TASK_OPTIONS, self.paper_mode(), f"task {self.name}")
         if cfg.mlm == "off" and cfg.mlm_only:
             raise TaskConfigError("--mlm off with --mlm-only leaves no loss to train")
@@ -222,7 +226,31 @@ class ContrastiveTask(StsValidationMixin, MaskedLMTask):
         own_pooling(cfg)  # a sentence-embedding model keeps its own pooling over the paper's
         paper_defaults.fill(cfg, paper_defaults.MODEL_OPTIONS, self.paper_mode(cfg), "model")
         self.model_mode = self.paper_mode(cfg)  # the criterion's values follow the model's mode
+        self.check_continued_lr(cfg)
         return super().build_model(cfg, from_checkpoint)
+
+    #: the recipe (continued.CONTINUED) whose continued-training values a paper mode follows
+    continued_modes = {"simcse": "simcse-unsup"}
+
+    def check_continued_lr(self, model_cfg) -> None:
+        """In a fairseq-train run (not through a recipe, which picks the paper's values): one warning
+        when a pre-trained model (--pretrained-kind, what clear-import-hf recorded) is continued at an
+        lr far above the paper's for continued training (continued.lr_warning)."""
+        from .. import continued
+        from ..fairseq_fixes import scope
+
+        run = scope.run_config()  # the whole fairseq-train config (None outside a run: the hub)
+        if run is None or getattr(self, "_lr_checked", False):
+            return
+        self._lr_checked = True
+        lrs = list(getattr(getattr(run, "optimization", None), "lr", None) or [])
+        if not lrs:
+            return
+        mode = self.continued_modes.get(self.model_mode, self.model_mode)
+        message = continued.lr_warning(mode, getattr(model_cfg, "pretrained_kind", None),
+                                       getattr(model_cfg, "encoder_embed_dim", None), max(float(x) for x in lrs))
+        if message:
+            logger.warning(message)
 
     def build_criterion(self, cfg, from_checkpoint=False):
         mode = getattr(self, "model_mode", None) or self.paper_mode()

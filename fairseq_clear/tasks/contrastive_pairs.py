@@ -84,6 +84,7 @@ class ContrastivePairsTask(ContrastiveTask):
     cfg: ContrastivePairsConfig
     name = "contrastive_pairs"
     config_class = ContrastivePairsConfig
+    continued_modes = {"simcse": "simcse-sup"}
     #: a sample is a row of the pair columns, not a fairseq break mode
     not_honoured = NOT_HONOURED + ("sample_break_mode",)
 
