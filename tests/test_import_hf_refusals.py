@@ -134,16 +134,16 @@ def test_dense_module_is_refused_by_the_cli(hf, tmp_path):
 
 
 @pytest.mark.parametrize("style", sorted(ST_TYPES))
-def test_normalize_module_is_accepted_and_logged(hf, tmp_path, caplog, style):
-    """all-MiniLM-L6-v2's layout: the hub honours Normalize with embed(normalize=True); said in the log."""
-    from fairseq_clear.export.from_hf import sentence_pooling
+def test_normalize_module_is_accepted_and_recorded(hf, tmp_path, style):
+    """all-MiniLM-L6-v2's layout: the import records the pooling and the Normalize module, so that
+    training, embed() and the export keep them (tests/test_start_model.py follows them through)."""
+    from fairseq_clear.export.from_hf import sentence_head, sentence_pooling
 
     model = _sentence_transformers(_copy(hf["bert"], tmp_path / "st"), ["mean"], ("2_Normalize", "Normalize"),
                                    style=style)
-    with caplog.at_level(logging.INFO, logger=LOGGER):
-        assert sentence_pooling(str(model)) == "mean"
-    assert any("normalises sentence embeddings" in r.getMessage() and "--normalize" in r.getMessage()
-               for r in caplog.records), caplog.text
+    assert sentence_pooling(str(model)) == "mean"
+    assert sentence_head(str(model)) == {"pretrained_kind": "sentence-embedding", "pretrained_pooling": "mean",
+                                         "sentence_normalize": True}
 
 
 # ---- 2. untied LM head -------------------------------------------------------------------------
