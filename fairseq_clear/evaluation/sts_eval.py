@@ -16,6 +16,7 @@ from typing import Callable, Dict, List
 import numpy as np
 import torch
 
+from ..checkpoint_sizes import check_hf_sizes
 from ..errors import FairseqClearError, NotUtf8Error
 from .sts import (
     ALL_TASKS, SENTEVAL_COPY_DIR, TABLE2_TASKS, alignment_uniformity, load_task, resolve_sts_dirs,
@@ -194,6 +195,7 @@ def _directory_encoder(path, label, batch_size):
                                  if isinstance(m.get("path"), str) and m["path"]])
         if os.path.isfile(os.path.join(path, "config.json")):
             _load_config(path)
+        _check_st_modules(path, modules)
         try:
             st = SentenceTransformer(path, device="cpu", trust_remote_code=False)
         except (TypeError, AttributeError, KeyError) + _weights_errors() as e:
@@ -205,6 +207,25 @@ def _directory_encoder(path, label, batch_size):
         return _hf_mean_encoder(path, label or "mean", batch_size)
     raise FileNotFoundError(f"--model '{path}' has neither modules.json (sentence-transformers) nor config.json "
                             "(Hugging Face)")
+
+
+def _check_st_modules(path, modules):
+    """Each module's files, before sentence-transformers builds it: a Transformer's config.json sizes
+    (transformers allocates from them) and sentence_bert_config.json, a Pooling's config.json types."""
+    from ..export.from_hf import check_pooling_config, check_sentence_bert_config
+
+    width = None
+    for m in modules:
+        directory = os.path.join(path, m["path"] if isinstance(m.get("path"), str) else "")
+        kind = m["type"].rsplit(".", 1)[-1]
+        config = os.path.join(directory, "config.json")
+        if kind == "Transformer":
+            check_hf_sizes(directory)
+            cfg = _read_json(config) if os.path.isfile(config) else None
+            check_sentence_bert_config(directory, cfg)
+            width = cfg.get("hidden_size") if isinstance(cfg, dict) and type(cfg.get("hidden_size")) is int else None
+        elif kind == "Pooling" and os.path.isfile(config):
+            check_pooling_config(config, _read_json(config), width)
 
 
 def _check_modules(path):
@@ -226,6 +247,7 @@ def _hf_mean_encoder(path, label, batch_size):
     from transformers import AutoModel, AutoTokenizer
 
     _check_json_files(path)
+    check_hf_sizes(path)  # transformers allocates from config.json before it reads the weights
     config = _load_config(path)
     try:
         tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=False)
