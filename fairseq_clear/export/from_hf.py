@@ -250,33 +250,55 @@ def vocabulary_layout(model_dir, model_type) -> Tuple[List[int], List[str]]:
     return rows, symbols
 
 
+def _copy_tokenizer_json(model_dir, out_dir):
+    """The staged copy of ``model_dir``'s tokenizer.json (None without one), read first from the
+    user's file so that an error names it, not the copy in the staging directory."""
+    source = os.path.join(model_dir, "tokenizer.json")
+    if not os.path.isfile(source):
+        return None
+    _read_json_object(source, "tokenizer options")
+    copy = os.path.join(out_dir, "tokenizer.json")
+    shutil.copyfile(source, copy)
+    return copy
+
+
+#: staged tokenizer file -> the file of the model directory it is copied from
+STAGED_SOURCES = {"encoder.json": "vocab.json", "vocab.bpe": "merges.txt", "sentencepiece.model": "sentencepiece.bpe.model",
+                  "tokenizer.json": "tokenizer.json", "vocab.txt": "vocab.txt"}
+
+
 def _copy_tokenizer(model_dir, model_type, out_dir, symbols):
-    """Write the tokenizer files and return its :class:`~fairseq_clear.vocabulary.Tokenizer`."""
+    """Write the tokenizer files and return its :class:`~fairseq_clear.vocabulary.Tokenizer`; an error
+    reading them names the user's files, not their copies in the staging directory."""
+    from ..vocabulary import TokenizerError
+
+    try:
+        return _stage_tokenizer(model_dir, model_type, out_dir, symbols)
+    except TokenizerError as e:
+        message = str(e)
+        for staged, source in STAGED_SOURCES.items():
+            if os.path.isfile(os.path.join(model_dir, source)):
+                message = message.replace(os.path.join(out_dir, staged), os.path.join(model_dir, source))
+        raise TokenizerError(message) from None
+
+
+def _stage_tokenizer(model_dir, model_type, out_dir, symbols):
     from .. import vocabulary
 
     if model_type == "roberta":
         shutil.copyfile(os.path.join(model_dir, "vocab.json"), os.path.join(out_dir, "encoder.json"))
         shutil.copyfile(os.path.join(model_dir, "merges.txt"), os.path.join(out_dir, "vocab.bpe"))
-        tj = None
-        if os.path.isfile(os.path.join(model_dir, "tokenizer.json")):
-            tj = os.path.join(out_dir, "tokenizer.json")
-            shutil.copyfile(os.path.join(model_dir, "tokenizer.json"), tj)
+        tj = _copy_tokenizer_json(model_dir, out_dir)
         return vocabulary.Gpt2Tokenizer(os.path.join(out_dir, "encoder.json"), os.path.join(out_dir, "vocab.bpe"), tj)
     if model_type == "xlm-roberta":
         path, _ = _xlmr_pieces(model_dir)
         shutil.copyfile(path, os.path.join(out_dir, "sentencepiece.model"))
-        tj = None
-        if os.path.isfile(os.path.join(model_dir, "tokenizer.json")):
-            tj = os.path.join(out_dir, "tokenizer.json")
-            shutil.copyfile(os.path.join(model_dir, "tokenizer.json"), tj)
+        tj = _copy_tokenizer_json(model_dir, out_dir)
         return vocabulary.SentencepieceTokenizer(os.path.join(out_dir, "sentencepiece.model"), tj)
     vocab = os.path.join(out_dir, "vocab.txt")
     with open(vocab, "w", encoding="utf-8") as f:
         f.writelines(t + "\n" for t in _bert_vocab(model_dir))
-    tj = None
-    if os.path.isfile(os.path.join(model_dir, "tokenizer.json")):
-        tj = os.path.join(out_dir, "tokenizer.json")
-        shutil.copyfile(os.path.join(model_dir, "tokenizer.json"), tj)
+    tj = _copy_tokenizer_json(model_dir, out_dir)
     for name in ("tokenizer_config.json", "special_tokens_map.json"):
         if os.path.isfile(os.path.join(model_dir, name)):
             shutil.copyfile(os.path.join(model_dir, name), os.path.join(out_dir, name))
