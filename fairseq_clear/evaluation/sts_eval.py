@@ -274,7 +274,7 @@ def _hf_mean_encoder(path, label, batch_size):
 
 
 def score(encoder: Encoder, pair_sets, align_split="dev", protocol="simcse", senteval_average="wmean",
-          seed=1111) -> Dict[str, dict]:
+          seed=1111, name: str = None) -> Dict[str, dict]:
     """Per label: the Table 2 row of ``protocol``, per-task scores, alignment/uniformity.
 
     ``simcse``: every task by the Spearman of cosine similarities, STS12-16 pooled ("all").
@@ -282,7 +282,7 @@ def score(encoder: Encoder, pair_sets, align_split="dev", protocol="simcse", sen
     (``senteval_average='mean'``) or size-weighted mean (``'wmean'``) of the subsets' Spearman,
     STS-B and SICK-R as SentEval's regressor trained on the frozen vectors
     (:mod:`.senteval_relatedness`, ``seed``). Both tables are in ``tables``."""
-    from ..models.inference import cosine_rows
+    from ..models.inference import NonFiniteVectorsError, cosine_rows
     from .senteval_relatedness import evaluate_relatedness
 
     if protocol not in PROTOCOLS:
@@ -298,6 +298,12 @@ def score(encoder: Encoder, pair_sets, align_split="dev", protocol="simcse", sen
         v = torch.as_tensor(np.asarray(v, dtype=np.float32))
         if v.shape[0] != len(sentences):
             raise ValueError(f"encoder '{label}' returned {v.shape[0]} vectors for {len(sentences)} sentences")
+        bad = (~torch.isfinite(v.reshape(len(v), -1)).all(dim=1)).nonzero().flatten().tolist()
+        if bad:  # their similarities would be NaN: no score is computed from them
+            raise NonFiniteVectorsError(
+                f"{name or 'encoder'} ({label}): {len(bad)} of {len(sentences)} sentence vectors are not finite "
+                f"(NaN/Inf), e.g. of {sentences[bad[0]][:60]!r}: the model gives no usable embedding, so no "
+                "STS score is reported")
         per_task, pairs_vectors = {}, {}
         for (name, pairs), (r1, r2) in zip(pair_sets.items(), rows):
             a, b = v[torch.from_numpy(r1)], v[torch.from_numpy(r2)]
@@ -344,5 +350,5 @@ def evaluate_sts(encoders: Dict[str, object], sts_dir, tasks=ALL_TASKS, copy="se
     pair_sets, _ = load_sts(sts_dir, tasks, copy, split, align_split, skip_malformed, protocol)
     out = {}
     for name, enc in encoders.items():
-        out[name] = score(as_encoder(enc), pair_sets, align_split, protocol, senteval_average)
+        out[name] = score(as_encoder(enc), pair_sets, align_split, protocol, senteval_average, name=name)
     return out
