@@ -246,8 +246,8 @@ def weight_shapes(model_dir) -> tuple:
         if not isinstance(state, dict):
             raise _weights_unreadable(path, f"a {type(state).__name__}, not a dict of tensors")
         return path, {k: tuple(v.shape) for k, v in state.items() if isinstance(k, str) and hasattr(v, "shape")}
-    raise CheckpointSizeError(f"'{model_dir}' has no model.safetensors, model.safetensors.index.json or "
-                              "pytorch_model.bin: there are no weights to build the model of its config.json from")
+    raise CheckpointSizeError(f"'{model_dir}' has no model.safetensors or pytorch_model.bin (nor a sharded "
+                              "model.safetensors.index.json): no weights to build its config.json's model from")
 
 
 def _suffix_shape(shapes, suffix):
