@@ -307,7 +307,7 @@ def check_hf_sizes(model_dir, cfg=None) -> None:
              "types": types and types[0], "ffn": fc1 and fc1[0], "layers": len(layers) or None}
     for role, actual in found.items():
         if actual is not None and role in sizes and sizes[role] != actual:
-            refuse(f"'{names[role]}' is {sizes[role]} but the weights in '{weights}' have {actual}")
+            refuse(f"it says {names[role]} {sizes[role]}, but the weights in '{weights}' have {actual}")
     held = 0
     for shape in shapes.values():
         numel = 1
