@@ -9,6 +9,8 @@ tensor data is touched), and the model the config describes may hold at most
 ``MAX_GROWTH`` times the file's parameters (plus ``SLACK_PARAMETERS`` for heads a task adds).
 """
 
+import os
+
 from .errors import FairseqClearError
 
 #: far above every released model of the family (RoBERTa-large: 24 x 1024, FFN 4096, 16 heads,
@@ -130,3 +132,193 @@ def check_sizes(state, path) -> None:
         if described > MAX_GROWTH * held + SLACK_PARAMETERS:
             refuse(f"its config describes a model of {described:,} parameters, but the file holds "
                    f"{held:,}: loading it would allocate far more than its own weights")
+
+
+# ---- Hugging Face model directories (clear-import-hf, clear-eval-sts --model) ------------------
+# transformers builds a model from config.json before it loads the weights, exactly as fairseq does
+# from a checkpoint's config: ``intermediate_size = 10**9`` allocates 128 GB. check_hf_sizes reads
+# the weights' shapes from the safetensors header (or the mmap'ed weights-only pickle) and refuses
+# a config that is not what the weights are, exceeds a ceiling, or describes much more than the file.
+
+#: size fields of the encoders whose sizes we can check, by config.json model_type (the BERT family;
+#: DistilBERT names them differently); role -> field name
+_BERT_NAMES = {"layers": "num_hidden_layers", "width": "hidden_size", "ffn": "intermediate_size",
+               "heads": "num_attention_heads", "positions": "max_position_embeddings", "vocab": "vocab_size",
+               "types": "type_vocab_size"}
+HF_SIZE_FIELDS = {
+    "bert": _BERT_NAMES, "roberta": _BERT_NAMES, "xlm-roberta": _BERT_NAMES, "camembert": _BERT_NAMES,
+    "mpnet": dict(_BERT_NAMES, types=None, buckets="relative_attention_num_buckets"),
+    "distilbert": {"layers": "n_layers", "width": "dim", "ffn": "hidden_dim", "heads": "n_heads",
+                   "positions": "max_position_embeddings", "vocab": "vocab_size", "types": None},
+}
+#: ceilings by role (positions: RoBERTa's two extra rows on top of CEILINGS' max_positions)
+HF_CEILINGS = {"layers": CEILINGS["encoder_layers"], "width": CEILINGS["encoder_embed_dim"],
+               "ffn": CEILINGS["encoder_ffn_embed_dim"], "heads": CEILINGS["encoder_attention_heads"],
+               "positions": CEILINGS["max_positions"] + 2, "vocab": 2**22, "types": 1024, "buckets": 65536}
+#: bytes per element of each safetensors dtype
+_SAFETENSORS_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1,
+                      "U16": 2, "U32": 4, "U64": 8, "BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1}
+#: the most a safetensors header may take (safetensors' own limit)
+_MAX_HEADER = 100_000_000
+
+
+def _weights_unreadable(path, why):
+    return CheckpointSizeError(f"cannot read the weights' shapes from '{path}' (to check config.json's sizes "
+                               f"against them before anything is allocated): {why}")
+
+
+def safetensors_shapes(path) -> dict:
+    """``{name: shape}`` from a safetensors file's header; no tensor data is read. Every tensor's
+    bytes must lie in the file, so the shapes are what the file really holds."""
+    import json
+
+    try:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            head = f.read(8)
+            length = int.from_bytes(head, "little") if len(head) == 8 else -1
+            if not 0 < length <= min(size - 8, _MAX_HEADER):
+                raise _weights_unreadable(path, "not a safetensors file (no valid header length)")
+            header = json.loads(f.read(length).decode("utf-8"))
+    except OSError as e:
+        raise _weights_unreadable(path, e) from None
+    except (ValueError, RecursionError) as e:  # not UTF-8 / not JSON / nested too deeply
+        raise _weights_unreadable(path, f"its header is not JSON ({type(e).__name__})") from None
+    if not isinstance(header, dict):
+        raise _weights_unreadable(path, "its header is not a JSON object")
+    data = size - 8 - length
+    shapes = {}
+    for name, entry in header.items():
+        if name == "__metadata__":
+            continue
+        shape = entry.get("shape") if isinstance(entry, dict) else None
+        offsets = entry.get("data_offsets") if isinstance(entry, dict) else None
+        itemsize = _SAFETENSORS_BYTES.get(entry.get("dtype")) if isinstance(entry, dict) else None
+        if (not isinstance(shape, list) or not all(type(d) is int and d >= 0 for d in shape)
+                or not isinstance(offsets, list) or len(offsets) != 2 or not all(type(o) is int for o in offsets)
+                or itemsize is None):
+            raise _weights_unreadable(path, f"tensor '{name}' has no valid dtype, shape and data_offsets")
+        numel = 1
+        for d in shape:
+            numel *= d
+        if not 0 <= offsets[0] <= offsets[1] <= data or offsets[1] - offsets[0] != numel * itemsize:
+            raise _weights_unreadable(path, f"tensor '{name}' of shape {shape} is not backed by the file's bytes")
+        shapes[name] = tuple(shape)
+    return shapes
+
+
+def weight_shapes(model_dir) -> tuple:
+    """(the weights file(s) as named in messages, ``{name: shape}``) of a Hugging Face directory, in
+    transformers' order (model.safetensors, its sharded index, pytorch_model.bin), read without
+    allocating the tensors."""
+    import json
+
+    f = lambda name: os.path.join(model_dir, name)  # noqa: E731
+    if os.path.isfile(f("model.safetensors")):
+        return f("model.safetensors"), safetensors_shapes(f("model.safetensors"))
+    if os.path.isfile(f("model.safetensors.index.json")):
+        index_path = f("model.safetensors.index.json")
+        try:
+            with open(index_path, encoding="utf-8") as fh:
+                index = json.load(fh)
+        except (OSError, ValueError, RecursionError) as e:
+            raise _weights_unreadable(index_path, f"{type(e).__name__}: {e}") from None
+        weight_map = index.get("weight_map") if isinstance(index, dict) else None
+        if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
+            raise _weights_unreadable(index_path, "no 'weight_map' object of file names")
+        shapes = {}
+        for shard in sorted(set(weight_map.values())):
+            if os.path.basename(shard) != shard or not os.path.isfile(f(shard)):
+                raise _weights_unreadable(index_path, f"shard '{shard}' is not a file in '{model_dir}'")
+            shapes.update(safetensors_shapes(f(shard)))
+        return index_path, shapes
+    if os.path.isfile(f("pytorch_model.bin")):
+        import torch
+
+        path = f("pytorch_model.bin")
+        try:  # torch's zip format maps the storages: shapes without reading the data
+            state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+        except Exception:  # noqa: BLE001  the legacy format cannot be mapped: it is read (the file's own size)
+            try:
+                state = torch.load(path, map_location="cpu", weights_only=True)
+            except Exception as e:  # noqa: BLE001  a pickle that needs code, or a damaged file
+                raise _weights_unreadable(path, f"not plain weights ({type(e).__name__})") from None
+        if not isinstance(state, dict):
+            raise _weights_unreadable(path, f"a {type(state).__name__}, not a dict of tensors")
+        return path, {k: tuple(v.shape) for k, v in state.items() if isinstance(k, str) and hasattr(v, "shape")}
+    raise CheckpointSizeError(f"'{model_dir}' has no model.safetensors or pytorch_model.bin (nor a sharded "
+                              "model.safetensors.index.json): no weights to build its config.json's model from")
+
+
+def _suffix_shape(shapes, suffix):
+    found = sorted(k for k in shapes if k == suffix or k.endswith("." + suffix))
+    shape = shapes[found[0]] if found else None
+    return shape if shape and len(shape) == 2 else None
+
+
+def check_hf_sizes(model_dir, cfg=None) -> None:
+    """Refuse a Hugging Face model directory whose config.json sizes are not what its weights are,
+    exceed a ceiling, or describe a model much larger than its weights file holds; before anything
+    (transformers, the import) allocates from config.json. ``cfg``: config.json, if already read."""
+    import json
+    import re
+
+    path = os.path.join(model_dir, "config.json")
+    if cfg is None:
+        try:
+            with open(path, encoding="utf-8") as fh:
+                cfg = json.load(fh)
+        except (OSError, ValueError, RecursionError) as e:
+            raise CheckpointSizeError(f"{path}: cannot read it ({type(e).__name__})") from None
+    if not isinstance(cfg, dict):
+        raise CheckpointSizeError(f"{path}: must be a JSON object of model options, got a {type(cfg).__name__}")
+    names = HF_SIZE_FIELDS.get(cfg.get("model_type"))
+    if names is None:
+        raise CheckpointSizeError(
+            f"{path}: model_type {cfg.get('model_type')!r}: its sizes cannot be checked against its weights "
+            f"before the model is built (supported: {', '.join(HF_SIZE_FIELDS)})")
+
+    def refuse(message):
+        raise CheckpointSizeError(f"{path}: {message}")
+
+    sizes = {}
+    for role, field in names.items():
+        if field is None or field not in cfg:
+            continue
+        value = cfg[field]
+        if type(value) is not int:
+            refuse(f"'{field}' must be an integer, got {value!r}")
+        low = 0 if role == "types" else 1
+        if not low <= value <= HF_CEILINGS[role]:
+            refuse(f"'{field}' is {value}, outside {low}..{HF_CEILINGS[role]}")
+        sizes[role] = value
+    width, heads = sizes.get("width"), sizes.get("heads")
+    if width and heads and width % heads:
+        refuse(f"'{names['width']}' {width} is not a multiple of '{names['heads']}' {heads}")
+    weights, shapes = weight_shapes(model_dir)
+    word = _suffix_shape(shapes, "embeddings.word_embeddings.weight")
+    positions = _suffix_shape(shapes, "embeddings.position_embeddings.weight")
+    types = _suffix_shape(shapes, "embeddings.token_type_embeddings.weight")
+    fc1 = (_suffix_shape(shapes, "encoder.layer.0.intermediate.dense.weight")
+           or _suffix_shape(shapes, "transformer.layer.0.ffn.lin1.weight"))
+    layer = re.compile(r"(?:^|\.)(?:encoder|transformer)\.layer\.(\d+)\.")
+    layers = {m.group(1) for m in map(layer.search, shapes) if m}
+    found = {"vocab": word and word[0], "width": word and word[1], "positions": positions and positions[0],
+             "types": types and types[0], "ffn": fc1 and fc1[0], "layers": len(layers) or None}
+    for role, actual in found.items():
+        if actual is not None and role in sizes and sizes[role] != actual:
+            refuse(f"it says {names[role]} {sizes[role]}, but the weights in '{weights}' have {actual}")
+    held = 0
+    for shape in shapes.values():
+        numel = 1
+        for d in shape:
+            numel *= d
+        held += numel
+    d = sizes.get("width", 768)
+    per_layer = 4 * d * d + 4 * d + 2 * d * sizes.get("ffn", 4 * d) + sizes.get("ffn", 4 * d) + 5 * d
+    described = ((sizes.get("vocab", 0) + sizes.get("positions", 0) + sizes.get("types", 0)) * d + 2 * d
+                 + sizes.get("layers", 0) * per_layer + d * d + d  # the pooler, built fresh when absent
+                 + sizes.get("buckets", 0) * (heads or 1))
+    if described > MAX_GROWTH * held + SLACK_PARAMETERS + d * d:
+        refuse(f"its sizes describe a model of {described:,} parameters, but '{weights}' holds {held:,}: "
+               "building it would allocate far more than its own weights")

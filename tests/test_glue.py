@@ -3,11 +3,12 @@
 import json
 import math
 import random
+import subprocess
 
 import numpy as np
 import pytest
 
-from helpers import REPO, run_cli, shared, synthetic_sentences
+from helpers import REPO, bin_path, run_cli, shared, synthetic_sentences
 
 from fairseq_clear.evaluation import glue
 
@@ -247,3 +248,24 @@ def test_mnli_reports_matched_mismatched_and_their_mean(ckpt, tmp_path):
     assert (best["dev_matched"], best["dev_mismatched"]) == (m, mm)
     assert best["accuracy"] == pytest.approx((m + mm) / 2)
     assert "MNLI dev accuracy (GLUE metric, best validation)" in log and "dev_mismatched" in log
+
+
+def test_summarize_never_reports_a_nan_validation(tmp_path):
+    """A diverged validation logs NaN (fairseq writes it as a bare NaN in its JSON line): it was
+    taken as the best (max() keeps a NaN first), printed as 'nan' and written as invalid JSON."""
+    log = tmp_path / "train.log"
+    record = '2024-01-01 00:00:00 | INFO | valid | {{"epoch": {e}, "valid_pearson_and_spearman": {v}, "valid_num_updates": "{u}"}}\n'
+    log.write_text(record.format(e=1, v="NaN", u=10) + record.format(e=2, v="71.5", u=20)
+                   + record.format(e=3, v="Infinity", u=30))
+    proc = subprocess.run([bin_path("clear-glue"), "summarize", str(log), "STS-B", "--json", str(tmp_path / "s.json")],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "nan" not in proc.stdout.lower() and "inf" not in proc.stdout.lower(), proc.stdout
+    assert "pearson_and_spearman (GLUE metric, best validation): 71.5 (epoch 2, update 20)" in proc.stdout
+    summary = json.loads((tmp_path / "s.json").read_text(), parse_constant=lambda c: pytest.fail(f"{c} in the JSON"))
+    assert [r["pearson_and_spearman"] for r in summary["validations"]] == [None, 71.5, None]
+    log.write_text(record.format(e=1, v="NaN", u=10))
+    proc = subprocess.run([bin_path("clear-glue"), "summarize", str(log), "STS-B"], capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode != 0 and proc.stderr.strip().startswith("error:") and str(log) in proc.stderr
+    assert "Traceback" not in proc.stderr and "nan" not in proc.stdout.lower()

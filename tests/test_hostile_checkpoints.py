@@ -151,3 +151,19 @@ def test_clear_embed_refuses_nan_weights_with_one_line(trained, tiny_data, tmp_p
                  "--input", tmp_path / "in.txt", "--output", tmp_path / "out.npy"])
     assert proc.returncode == 2 and proc.stderr.strip().splitlines()[-1].startswith("error: checkpoint")
     assert "fc1.weight holds 1 NaN" in proc.stderr and not (tmp_path / "out.npy").exists()
+
+
+@pytest.mark.parametrize("command", ["clear-export-hf", "clear-eval-sts"])
+@pytest.mark.parametrize("bomb", ["max_positions", "encoder_layers"])
+def test_other_commands_refuse_with_one_line(trained, tiny_data, tmp_path, command, bomb):
+    """clear-export-hf and clear-eval-sts --checkpoint load through the same check as clear-embed."""
+    from embedding_helpers import write_senteval_tree
+
+    evil = _edited(trained, tmp_path / "evil.pt", **BOMBS[bomb])
+    extra = (["--out", tmp_path / "out"] if command == "clear-export-hf" else
+             ["--sts-dir", write_senteval_tree(tmp_path / "sts"), "--tasks", "STS-B", "--output", tmp_path / "o.json"])
+    proc = _run([bin_path(command), "--checkpoint", evil, "--data", tiny_data, "--cpu", *extra])
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: refusing checkpoint") and str(evil) in last and bomb in last, last
+    assert not (tmp_path / "out").exists() and not (tmp_path / "o.json").exists()

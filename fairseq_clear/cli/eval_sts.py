@@ -127,7 +127,7 @@ def evaluate(hub, args):
         name = os.path.basename(os.path.normpath(path))
         logger.info("embedding with %s", path)
         models[name] = score(as_encoder(path, batch_size=args.batch_size), pair_sets, args.align_uniform_split,
-                             **scoring)
+                             name=f"--model '{path}'", **scoring)
     first = next(iter(models.values()))
     return {
         "checkpoint": os.path.abspath(args.checkpoint) if args.checkpoint else None,
@@ -154,18 +154,22 @@ def _checkpoint_name(args):
 
 
 def _jsonable(x):
-    # NaN (a constant similarity) is not JSON: write null
+    # NaN (a constant similarity) or Inf is not a score, nor JSON: write null
     if isinstance(x, dict):
         return {k: _jsonable(v) for k, v in x.items()}
     if isinstance(x, (list, tuple)):
         return [_jsonable(v) for v in x]
-    if isinstance(x, float) and math.isnan(x):
+    if isinstance(x, float) and not math.isfinite(x):
         return None
     return x
 
 
-def _fmt(x):
-    return "  n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:5.1f}"
+def _invalid(x) -> bool:
+    return x is None or (isinstance(x, float) and not math.isfinite(x))
+
+
+def _fmt(x, spec="5.1f"):
+    return "n/a".rjust(len(format(0.0, spec))) if _invalid(x) else format(x, spec)
 
 
 def format_table(report, name) -> str:
@@ -189,6 +193,9 @@ def format_table(report, name) -> str:
     lines[3] = "Method".ljust(label_width) + "".join(c.rjust(8) for c in columns)
     for label, res in rows:
         lines.append(label.ljust(label_width) + "".join(_fmt(res["table"].get(c)).rjust(8) for c in columns))
+    if any(_invalid(res["table"].get(c)) for _, res in rows for c in columns):
+        lines.append("n/a: no valid score (every similarity, or every gold score, equal: Spearman is undefined); "
+                     "null in the JSON, and the average is n/a too")
     diag = [(p, r["alignment_uniformity"]) for p, r in report["results"].items() if r["alignment_uniformity"]]
     if diag:
         d0 = diag[0][1]
@@ -200,8 +207,8 @@ def format_table(report, name) -> str:
         ]
         for pooling, d in diag:
             lines.append(
-                f"  {POOLING_LABELS.get(pooling, pooling):6s} alignment {d['alignment']:.4f}   "
-                f"uniformity {d['uniformity']:.4f}"
+                f"  {POOLING_LABELS.get(pooling, pooling):6s} alignment {_fmt(d['alignment'], '.4f')}   "
+                f"uniformity {_fmt(d['uniformity'], '.4f')}"
             )
     return "\n".join(lines)
 

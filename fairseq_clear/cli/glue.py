@@ -62,9 +62,10 @@ def main(argv=None):
         elif args.command == "summarize":
             summary = summarize(args.log, args.task)
             metric, splits = summary["metric"], summary.get("dev_splits", [])
+            fmt = lambda x: "n/a" if x is None else f"{x:.1f}"  # noqa: E731  (NaN/Inf: no score)
             for r in summary["validations"]:
-                parts = "".join(f"  {s} {r[s]:.1f}" for s in splits)
-                print(f"epoch {r['epoch']:3d}  update {r['num_updates']:7d}{parts}  {metric} {r[metric]:.1f}")
+                parts = "".join(f"  {s} {fmt(r[s])}" for s in splits)
+                print(f"epoch {r['epoch']:3d}  update {r['num_updates']:7d}{parts}  {metric} {fmt(r[metric])}")
             best = summary["best"]
             detail = f" ({' / '.join(f'{s} {best[s]:.1f}' for s in splits)}, mean)" if splits else ""
             print(f"{args.task} dev {metric} (GLUE metric, best validation): {best[metric]:.1f}{detail} "

@@ -359,7 +359,8 @@ def summarize(log_path: str, task: str, subset: Optional[str] = None) -> dict:
         for r in read_valid_records(log_path, name):
             if key in r:
                 updates = int(r.get(f"{name}_num_updates", 0))
-                rows[updates] = {"epoch": int(r.get("epoch", 0)), "num_updates": updates, spec.metric: float(r[key])}
+                rows[updates] = {"epoch": int(r.get("epoch", 0)), "num_updates": updates,
+                                 spec.metric: _finite_or_none(r[key])}
         if not rows:
             raise GlueDataError(
                 f"{log_path}: no '{key}' in the {name} records (was it written with --log-format json, "
@@ -368,17 +369,34 @@ def summarize(log_path: str, task: str, subset: Optional[str] = None) -> dict:
         per_subset.append(rows)
     if len(per_subset) == 1:
         rows = list(per_subset[0].values())
-        best = max(rows, key=lambda r: r[spec.metric])
-        return {"task": task, "metric": spec.metric, "validations": rows, "best": best}
+        return {"task": task, "metric": spec.metric, "validations": rows, "best": _best(rows, spec.metric, log_path)}
     common = sorted(set.intersection(*(set(r) for r in per_subset)))
     rows = []
     for updates in common:
         values = {split: per_subset[i][updates][spec.metric] for i, split in enumerate(spec.dev_splits)}
         rows.append({"epoch": per_subset[0][updates]["epoch"], "num_updates": updates, **values,
-                     spec.metric: float(np.mean(list(values.values())))})
-    best = max(rows, key=lambda r: r[spec.metric])
+                     spec.metric: None if None in values.values() else float(np.mean(list(values.values())))})
+    best = _best(rows, spec.metric, log_path)
     return {"task": task, "metric": spec.metric, "dev_splits": list(spec.dev_splits),
             "validations": rows, "best": best}
+
+
+def _finite_or_none(value):
+    """A logged metric as a float; None (no score) when it is NaN/Inf or not a number."""
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        return None
+    return value if math.isfinite(value) else None
+
+
+def _best(rows, metric, log_path):
+    """The best validation among those with a finite score (a NaN is never the best, nor reported)."""
+    scored = [r for r in rows if r[metric] is not None]
+    if not scored:
+        raise GlueDataError(f"{log_path}: every validation's {metric} is NaN/Inf or missing: no dev score "
+                            "to report (did the fine-tuning diverge?)")
+    return max(scored, key=lambda r: r[metric])
 
 
 def copy_tokenizer(source: str, dest: str) -> None:

@@ -16,6 +16,7 @@ from typing import Callable, Dict, List
 import numpy as np
 import torch
 
+from ..checkpoint_sizes import check_hf_sizes
 from ..errors import FairseqClearError, NotUtf8Error
 from .sts import (
     ALL_TASKS, SENTEVAL_COPY_DIR, TABLE2_TASKS, alignment_uniformity, load_task, resolve_sts_dirs,
@@ -194,6 +195,7 @@ def _directory_encoder(path, label, batch_size):
                                  if isinstance(m.get("path"), str) and m["path"]])
         if os.path.isfile(os.path.join(path, "config.json")):
             _load_config(path)
+        _check_st_modules(path, modules)
         try:
             st = SentenceTransformer(path, device="cpu", trust_remote_code=False)
         except (TypeError, AttributeError, KeyError) + _weights_errors() as e:
@@ -205,6 +207,25 @@ def _directory_encoder(path, label, batch_size):
         return _hf_mean_encoder(path, label or "mean", batch_size)
     raise FileNotFoundError(f"--model '{path}' has neither modules.json (sentence-transformers) nor config.json "
                             "(Hugging Face)")
+
+
+def _check_st_modules(path, modules):
+    """Each module's files, before sentence-transformers builds it: a Transformer's config.json sizes
+    (transformers allocates from them) and sentence_bert_config.json, a Pooling's config.json types."""
+    from ..export.from_hf import check_pooling_config, check_sentence_bert_config
+
+    width = None
+    for m in modules:
+        directory = os.path.join(path, m["path"] if isinstance(m.get("path"), str) else "")
+        kind = m["type"].rsplit(".", 1)[-1]
+        config = os.path.join(directory, "config.json")
+        if kind == "Transformer":
+            check_hf_sizes(directory)
+            cfg = _read_json(config) if os.path.isfile(config) else None
+            check_sentence_bert_config(directory, cfg)
+            width = cfg.get("hidden_size") if isinstance(cfg, dict) and type(cfg.get("hidden_size")) is int else None
+        elif kind == "Pooling" and os.path.isfile(config):
+            check_pooling_config(config, _read_json(config), width)
 
 
 def _check_modules(path):
@@ -226,6 +247,7 @@ def _hf_mean_encoder(path, label, batch_size):
     from transformers import AutoModel, AutoTokenizer
 
     _check_json_files(path)
+    check_hf_sizes(path)  # transformers allocates from config.json before it reads the weights
     config = _load_config(path)
     try:
         tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=False)
@@ -252,7 +274,7 @@ def _hf_mean_encoder(path, label, batch_size):
 
 
 def score(encoder: Encoder, pair_sets, align_split="dev", protocol="simcse", senteval_average="wmean",
-          seed=1111) -> Dict[str, dict]:
+          seed=1111, name: str = None) -> Dict[str, dict]:
     """Per label: the Table 2 row of ``protocol``, per-task scores, alignment/uniformity.
 
     ``simcse``: every task by the Spearman of cosine similarities, STS12-16 pooled ("all").
@@ -260,7 +282,7 @@ def score(encoder: Encoder, pair_sets, align_split="dev", protocol="simcse", sen
     (``senteval_average='mean'``) or size-weighted mean (``'wmean'``) of the subsets' Spearman,
     STS-B and SICK-R as SentEval's regressor trained on the frozen vectors
     (:mod:`.senteval_relatedness`, ``seed``). Both tables are in ``tables``."""
-    from ..models.inference import cosine_rows
+    from ..models.inference import NonFiniteVectorsError, cosine_rows
     from .senteval_relatedness import evaluate_relatedness
 
     if protocol not in PROTOCOLS:
@@ -276,6 +298,12 @@ def score(encoder: Encoder, pair_sets, align_split="dev", protocol="simcse", sen
         v = torch.as_tensor(np.asarray(v, dtype=np.float32))
         if v.shape[0] != len(sentences):
             raise ValueError(f"encoder '{label}' returned {v.shape[0]} vectors for {len(sentences)} sentences")
+        bad = (~torch.isfinite(v.reshape(len(v), -1)).all(dim=1)).nonzero().flatten().tolist()
+        if bad:  # their similarities would be NaN: no score is computed from them
+            raise NonFiniteVectorsError(
+                f"{name or 'encoder'} ({label}): {len(bad)} of {len(sentences)} sentence vectors are not finite "
+                f"(NaN/Inf), e.g. of {sentences[bad[0]][:60]!r}: the model gives no usable embedding, so no "
+                "STS score is reported")
         per_task, pairs_vectors = {}, {}
         for (name, pairs), (r1, r2) in zip(pair_sets.items(), rows):
             a, b = v[torch.from_numpy(r1)], v[torch.from_numpy(r2)]
@@ -322,5 +350,5 @@ def evaluate_sts(encoders: Dict[str, object], sts_dir, tasks=ALL_TASKS, copy="se
     pair_sets, _ = load_sts(sts_dir, tasks, copy, split, align_split, skip_malformed, protocol)
     out = {}
     for name, enc in encoders.items():
-        out[name] = score(as_encoder(enc), pair_sets, align_split, protocol, senteval_average)
+        out[name] = score(as_encoder(enc), pair_sets, align_split, protocol, senteval_average, name=name)
     return out

@@ -34,6 +34,7 @@ from typing import Dict, List, Tuple
 
 import torch
 
+from ..checkpoint_sizes import check_hf_sizes
 from ..vocabulary import BERT_SPECIALS, DEL_SYMBOL, FAIRSEQ_SPECIALS
 from .output_dir import staged_output
 from ..errors import FairseqClearError, NotUtf8Error
@@ -249,33 +250,55 @@ def vocabulary_layout(model_dir, model_type) -> Tuple[List[int], List[str]]:
     return rows, symbols
 
 
+def _copy_tokenizer_json(model_dir, out_dir):
+    """The staged copy of ``model_dir``'s tokenizer.json (None without one), read first from the
+    user's file so that an error names it, not the copy in the staging directory."""
+    source = os.path.join(model_dir, "tokenizer.json")
+    if not os.path.isfile(source):
+        return None
+    _read_json_object(source, "tokenizer options")
+    copy = os.path.join(out_dir, "tokenizer.json")
+    shutil.copyfile(source, copy)
+    return copy
+
+
+#: staged tokenizer file -> the file of the model directory it is copied from
+STAGED_SOURCES = {"encoder.json": "vocab.json", "vocab.bpe": "merges.txt", "sentencepiece.model": "sentencepiece.bpe.model",
+                  "tokenizer.json": "tokenizer.json", "vocab.txt": "vocab.txt"}
+
+
 def _copy_tokenizer(model_dir, model_type, out_dir, symbols):
-    """Write the tokenizer files and return its :class:`~fairseq_clear.vocabulary.Tokenizer`."""
+    """Write the tokenizer files and return its :class:`~fairseq_clear.vocabulary.Tokenizer`; an error
+    reading them names the user's files, not their copies in the staging directory."""
+    from ..vocabulary import TokenizerError
+
+    try:
+        return _stage_tokenizer(model_dir, model_type, out_dir, symbols)
+    except TokenizerError as e:
+        message = str(e)
+        for staged, source in STAGED_SOURCES.items():
+            if os.path.isfile(os.path.join(model_dir, source)):
+                message = message.replace(os.path.join(out_dir, staged), os.path.join(model_dir, source))
+        raise TokenizerError(message) from None
+
+
+def _stage_tokenizer(model_dir, model_type, out_dir, symbols):
     from .. import vocabulary
 
     if model_type == "roberta":
         shutil.copyfile(os.path.join(model_dir, "vocab.json"), os.path.join(out_dir, "encoder.json"))
         shutil.copyfile(os.path.join(model_dir, "merges.txt"), os.path.join(out_dir, "vocab.bpe"))
-        tj = None
-        if os.path.isfile(os.path.join(model_dir, "tokenizer.json")):
-            tj = os.path.join(out_dir, "tokenizer.json")
-            shutil.copyfile(os.path.join(model_dir, "tokenizer.json"), tj)
+        tj = _copy_tokenizer_json(model_dir, out_dir)
         return vocabulary.Gpt2Tokenizer(os.path.join(out_dir, "encoder.json"), os.path.join(out_dir, "vocab.bpe"), tj)
     if model_type == "xlm-roberta":
         path, _ = _xlmr_pieces(model_dir)
         shutil.copyfile(path, os.path.join(out_dir, "sentencepiece.model"))
-        tj = None
-        if os.path.isfile(os.path.join(model_dir, "tokenizer.json")):
-            tj = os.path.join(out_dir, "tokenizer.json")
-            shutil.copyfile(os.path.join(model_dir, "tokenizer.json"), tj)
+        tj = _copy_tokenizer_json(model_dir, out_dir)
         return vocabulary.SentencepieceTokenizer(os.path.join(out_dir, "sentencepiece.model"), tj)
     vocab = os.path.join(out_dir, "vocab.txt")
     with open(vocab, "w", encoding="utf-8") as f:
         f.writelines(t + "\n" for t in _bert_vocab(model_dir))
-    tj = None
-    if os.path.isfile(os.path.join(model_dir, "tokenizer.json")):
-        tj = os.path.join(out_dir, "tokenizer.json")
-        shutil.copyfile(os.path.join(model_dir, "tokenizer.json"), tj)
+    tj = _copy_tokenizer_json(model_dir, out_dir)
     for name in ("tokenizer_config.json", "special_tokens_map.json"):
         if os.path.isfile(os.path.join(model_dir, name)):
             shutil.copyfile(os.path.join(model_dir, name), os.path.join(out_dir, name))
@@ -429,6 +452,7 @@ def sentence_pooling(model_dir: str) -> str:
     cfg = _read_json(path)
     if not isinstance(cfg, dict):
         raise ImportHfError(f"{path}: must be a JSON object of pooling options")
+    check_pooling_config(path, cfg)
     if "pooling_mode" in cfg:  # sentence-transformers >= 6: one mode name or a list of them
         names = cfg["pooling_mode"] if isinstance(cfg["pooling_mode"], list) else [cfg["pooling_mode"]]
         modes = [(f"pooling_mode {n!r}", n if isinstance(n, str) else None) for n in names]
@@ -439,6 +463,65 @@ def sentence_pooling(model_dir: str) -> str:
         raise ImportHfError(f"{path}: pooling mode {' + '.join(m for m, _ in modes) or 'none'} is not supported; "
                             "only exactly one of cls (pooling_mode_cls_token) or mean (pooling_mode_mean_tokens)")
     return modes[0][1]
+
+
+class SentenceTransformersConfigError(FairseqClearError, ValueError):
+    """A sentence-transformers config file holds a field of the wrong type or size; the message names both."""
+
+
+def check_pooling_config(path: str, cfg: dict, width=None) -> None:
+    """A Pooling module's config.json has the types sentence-transformers reads it with: its mode flags
+    are true/false (``"yes"``, a list or a number would be taken as a mode, or as none), ``pooling_mode``
+    a name or a list of names, the embedding dimension a positive integer (``width``, when known)."""
+    def refuse(field, must):
+        raise SentenceTransformersConfigError(f"{path}: '{field}' must be {must}, got {cfg[field]!r}")
+
+    for field, value in cfg.items():
+        if field.startswith("pooling_mode_") and type(value) is not bool:
+            refuse(field, "true or false")
+    if "pooling_mode" in cfg:
+        mode = cfg["pooling_mode"]
+        if not (isinstance(mode, str) or (isinstance(mode, list) and mode and all(isinstance(m, str) for m in mode))):
+            refuse("pooling_mode", "a pooling mode name or a list of them")
+    for field in ("word_embedding_dimension", "embedding_dimension"):
+        if field in cfg:
+            if type(cfg[field]) is not int or cfg[field] <= 0:
+                refuse(field, "a positive integer")
+            if width is not None and cfg[field] != width:
+                refuse(field, f"the model's hidden size {width}")
+    if "include_prompt" in cfg and type(cfg["include_prompt"]) is not bool:
+        refuse("include_prompt", "true or false")
+
+
+def check_sentence_bert_config(transformer_dir: str, cfg=None) -> None:
+    """sentence_bert_config.json (the Transformer module's options), if there is one: ``max_seq_length``
+    an integer the model has positions for (or null), ``do_lower_case`` true/false. ``cfg``: the
+    module's config.json, if already read (its positions bound ``max_seq_length``)."""
+    path = os.path.join(transformer_dir, "sentence_bert_config.json")
+    if not os.path.isfile(path):
+        return
+    st = _read_json(path)
+    if not isinstance(st, dict):
+        raise SentenceTransformersConfigError(f"{path}: must be a JSON object of options, got a {type(st).__name__}")
+    if cfg is None and os.path.isfile(os.path.join(transformer_dir, "config.json")):
+        cfg = _read_json(os.path.join(transformer_dir, "config.json"))
+    positions = cfg.get("max_position_embeddings") if isinstance(cfg, dict) else None
+    if type(positions) is int and cfg.get("model_type") in ("roberta", "xlm-roberta", "camembert"):
+        positions -= 2  # the padding index and the one before it: RoBERTa's positions start at 2
+    if type(positions) is not int or positions <= 0:
+        positions = None
+    length = st.get("max_seq_length")
+    if length is not None:
+        if type(length) is not int:
+            raise SentenceTransformersConfigError(f"{path}: 'max_seq_length' must be an integer, got {length!r}")
+        limit = positions or 65536
+        if not 1 <= length <= limit:
+            raise SentenceTransformersConfigError(
+                f"{path}: 'max_seq_length' is {length}, outside 1..{limit}"
+                + (f" (the model has {positions} positions)" if positions else ""))
+    if "do_lower_case" in st and type(st["do_lower_case"]) is not bool:
+        raise SentenceTransformersConfigError(f"{path}: 'do_lower_case' must be true or false, "
+                                              f"got {st['do_lower_case']!r}")
 
 
 def sentence_head(model_dir: str) -> Dict[str, object]:
@@ -509,7 +592,9 @@ def import_hf(model_dir: str, out_dir: str, overwrite: bool = False, tolerance: 
     if not os.path.isdir(model_dir):
         raise ImportHfError(f"model directory '{model_dir}' does not exist")
     cfg = read_config(model_dir)
+    check_hf_sizes(model_dir, cfg)  # nothing is built from config.json that its weights do not hold
     pooling = sentence_pooling(model_dir)  # refuses what sentence-transformers adds beyond the encoder
+    check_sentence_bert_config(model_dir, cfg)
     rows, symbols = vocabulary_layout(model_dir, cfg["model_type"])
     enc, head = _strip(read_weights(model_dir), cfg["model_type"])
     where = model_dir
