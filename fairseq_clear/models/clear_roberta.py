@@ -16,7 +16,6 @@ RoBERTa, and the projection head's weights are dropped from the checkpoint on
 load (logged), so they never reach DDP as unused parameters.
 """
 
-import contextlib
 import logging
 
 import torch
@@ -36,7 +35,7 @@ from omegaconf import OmegaConf
 from .. import paper_defaults
 from ..vocabulary import APPENDED_SYMBOLS
 from .errors import DictionarySizeError  # noqa: F401  (re-exported)
-from .pooling import HEAD_CHOICES, POOLING_CHOICES, check_head_name, pool  # noqa: F401  (re-exported)
+from .pooling import HEAD_CHOICES, POOLING_CHOICES, check_head_name, own_pooling, pool  # noqa: F401  (re-exported)
 from ..errors import FairseqClearError
 
 logger = logging.getLogger(__name__)
@@ -229,8 +228,6 @@ class ClearRobertaModel(RobertaModel):
 
     @classmethod
     def build_model(cls, args, task):
-        from omegaconf import OmegaConf
-
         if OmegaConf.is_config(args):
             OmegaConf.set_struct(args, False)
         base_clear_architecture(args)
@@ -491,24 +488,6 @@ def check_encoder_shapes(model, state_dict, prefix=""):
             "the checkpoint's encoder does not fit the model's options; pass " + ", ".join(problems)
             + " (clear-import-hf writes these options to OUT_DIR/fairseq_args.txt)"
         )
-
-
-def own_pooling(args):
-    """A sentence-embedding model keeps its own pooling unless --sentence-pooling says otherwise."""
-    own = safe_getattr(args, "pretrained_pooling", None)
-    if not own:
-        return
-    given = safe_getattr(args, "sentence_pooling", None)
-    if given is None:
-        from omegaconf import open_dict
-
-        with open_dict(args) if OmegaConf.is_config(args) else contextlib.nullcontext():
-            args.sentence_pooling = own
-        logger.info("model: --sentence-pooling %s: the starting model's own pooling (a sentence-embedding "
-                    "model, recorded by clear-import-hf); pass --sentence-pooling to change it", own)
-    elif given != own:
-        logger.warning("model: --sentence-pooling %s replaces the starting model's own pooling (%s): its "
-                       "vectors change meaning; leave --sentence-pooling out to keep the model's", given, own)
 
 
 def base_clear_architecture(args):

@@ -4,7 +4,12 @@ Kept apart from the model class so that the inference loop, the hub and the
 CLIs can name poolings and heads without importing the model (no import cycle).
 """
 
+import contextlib
+import logging
+
 import torch
+
+logger = logging.getLogger(__name__)
 
 POOLING_CHOICES = ("cls", "mean")
 #: what ``head`` selects: the model's sentence representation (CLSR's e applied when
@@ -35,3 +40,21 @@ def pool(features: torch.Tensor, padding_mask: torch.Tensor, pooling: str) -> to
         keep = (~padding_mask).unsqueeze(-1).type_as(features)
         return (features * keep).sum(1) / keep.sum(1).clamp(min=1)
     raise ValueError(f"unknown pooling '{pooling}', choose from {POOLING_CHOICES}")
+
+
+def own_pooling(args):
+    """A sentence-embedding model keeps its own pooling unless --sentence-pooling says otherwise."""
+    own = getattr(args, "pretrained_pooling", None)
+    if not own:
+        return
+    given = getattr(args, "sentence_pooling", None)
+    if given is None:
+        from omegaconf import OmegaConf, open_dict
+
+        with open_dict(args) if OmegaConf.is_config(args) else contextlib.nullcontext():
+            args.sentence_pooling = own
+        logger.info("model: --sentence-pooling %s: the starting model's own pooling (a sentence-embedding "
+                    "model, recorded by clear-import-hf); pass --sentence-pooling to change it", own)
+    elif given != own:
+        logger.warning("model: --sentence-pooling %s replaces the starting model's own pooling (%s): its "
+                       "vectors change meaning; leave --sentence-pooling out to keep the model's", given, own)

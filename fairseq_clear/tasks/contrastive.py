@@ -221,7 +221,7 @@ class ContrastiveTask(StsValidationMixin, MaskedLMTask):
 
     # ---- where fairseq builds the model and the criterion: their unset options resolved
     def build_model(self, cfg, from_checkpoint=False):
-        from ..models.clear_roberta import own_pooling
+        from ..models.pooling import own_pooling
 
         own_pooling(cfg)  # a sentence-embedding model keeps its own pooling over the paper's
         paper_defaults.fill(cfg, paper_defaults.MODEL_OPTIONS, self.paper_mode(cfg), "model")
