@@ -216,7 +216,11 @@ class MultitaskDataset(FairseqDataset):
             supervised[name] = {"src_tokens": data_utils.collate_tokens(sentences, self.pad), "target": target}
         if supervised:
             out["multitask"] = supervised
-        views = [t for s in samples if s["phase"] == CONTRASTIVE for t in s["tokens"]]
+        views = []  # per task: the first sentences, then the second ones (as a pair task's rows)
+        for name in self.names:
+            rows = [s for s in samples if s["phase"] == CONTRASTIVE and s["task"] == name]
+            if rows:
+                views += [s["tokens"][k] for k in range(len(rows[0]["tokens"])) for s in rows]
         if views:
             ntokens += 2 * sum(len(t) for t in views)
             out["contrastive"] = {
