@@ -344,3 +344,33 @@ def test_sigkill_mid_epoch_then_same_command_matches_uninterrupted_run(mt_data, 
     a, b = load_state(tmp_path / "full" / "checkpoint_last.pt"), load_state(tmp_path / "killed" / "checkpoint_last.pt")
     assert max(max_abs_diff(a["model"], b["model"]).values()) == 0.0
     assert max(max_abs_diff(optimizer_tensors(a), optimizer_tensors(b)).values()) == 0.0
+
+
+def test_pairs_task_negative_pairs_carry_their_sign(mt_data, tmp_path):
+    """clear-prepare-pairs --negative-pairs keeps MRPC's label-0 pairs; contrastive_pairs --negative-pairs
+    gives each row its sign and --criterion clear's loss is SimCSE's with those signs."""
+    from harness.runs import build_task
+
+    from fairseq_clear import losses
+
+    root = mt_data.parent
+    out = tmp_path / "pairs"
+    run_cli([sys.executable, "-m", "fairseq_clear.cli.prepare_pairs", "--train", root / "glue" / "MRPC" / "train.tsv",
+             "--format", "mrpc", "--data", root / "spm" / "bin", "--out", out, "--negative-pairs"])
+    labels = [int(x) for x in (out / "label" / "train.label").read_text().split()]
+    assert labels.count(0) == labels.count(1) == 48
+    task, cfg = build_task(out, "--task", "contrastive_pairs", "--negative-pairs", "--batch-size", "8",
+                           "--tokens-per-sample", "64", "--disable-validation")
+    dataset = task.dataset("train")
+    batch = dataset.collater([dataset[i] for i in range(8)])
+    ids = batch["id"].tolist()
+    assert batch["contrastive"]["pair_signs"].tolist() == [1.0 if labels[i] else -1.0 for i in ids]
+    model = task.build_model(cfg.model)
+    criterion = task.build_criterion(cfg.criterion)
+    model.eval()
+    with torch.no_grad():
+        loss, _, logs = criterion(model, batch)
+        z = model(batch["contrastive"]["src_tokens"], contrastive=True)[0]
+        n = batch["contrastive"]["num_anchors"]
+        expected, _ = losses.simcse(z[:n], z[n:], criterion.cfg.temperature, signs=batch["contrastive"]["pair_signs"])
+    assert logs["cl_loss"].item() == pytest.approx(expected.item(), rel=1e-5)
