@@ -66,6 +66,8 @@ setup(
             "clear-prepare = fairseq_clear.cli.prepare:main",
             "clear-synonyms = fairseq_clear.cli.synonyms:main",
             "clear-prepare-pairs = fairseq_clear.cli.prepare_pairs:main",
+            "clear-prepare-multitask = fairseq_clear.cli.prepare_multitask:main",
+            "clear-eval-multitask = fairseq_clear.cli.eval_multitask:main",
             "clear-embed = fairseq_clear.cli.embed:main",
             "clear-eval-sts = fairseq_clear.cli.eval_sts:main",
             "clear-export-hf = fairseq_clear.cli.export_hf:main",

@@ -30,11 +30,18 @@ def _count_correct(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     return (logits.argmax(dim=-1) == targets).sum()
 
 
+def _weighted_sum(terms: torch.Tensor, weights: Optional[torch.Tensor]) -> torch.Tensor:
+    if weights is None:
+        return terms.sum()
+    return (terms * weights.to(terms.dtype)).sum()
+
+
 def nt_xent(
     z1: torch.Tensor,
     z2: torch.Tensor,
     temperature: float,
     rows: Optional[torch.Tensor] = None,
+    signs: Optional[torch.Tensor] = None,
 ) -> Tuple[torch.Tensor, torch.Tensor]:
     """NT-Xent, CLEAR eq. 1-2 (= SimCLR's loss, DeCLUTR eq. 2, CLSR eq. 1).
 
@@ -46,7 +53,8 @@ def nt_xent(
 
     Both directions count, so each sentence contributes l(i, i+M) and
     l(i+M, i). Returns the sum of l over the 2·|rows| anchors of ``rows``.
-    With M = 1 the positive is the only candidate and the loss is 0.
+    With M = 1 the positive is the only candidate and the loss is 0. ``signs`` (one per row of
+    ``rows``): each pair's term is multiplied by its sign (see :func:`simcse`).
     """
     m = z1.size(0)
     if rows is None:
@@ -58,7 +66,8 @@ def nt_xent(
     self_mask = torch.zeros_like(logits, dtype=torch.bool)
     self_mask[torch.arange(len(anchors), device=z.device), anchors] = True
     logits = logits.masked_fill(self_mask, float("-inf"))
-    loss = F.cross_entropy(logits, targets, reduction="sum")
+    loss = _weighted_sum(F.cross_entropy(logits, targets, reduction="none"),
+                         None if signs is None else torch.cat([signs, signs]))
     correct = _count_correct(logits, targets)
     return loss, correct
 
@@ -70,6 +79,7 @@ def simcse(
     rows: Optional[torch.Tensor] = None,
     z3: Optional[torch.Tensor] = None,
     hard_negative_weight: float = 0.0,
+    signs: Optional[torch.Tensor] = None,
 ) -> Tuple[torch.Tensor, torch.Tensor]:
     """SimCSE's loss (Gao et al. 2021; seed 004 eq. 1), one direction.
 
@@ -80,6 +90,11 @@ def simcse(
 
     ``w`` (``hard_negative_weight``) is SimCSE's log-weight, added to the
     anchor's own hard negative only, as in SimCSE's code; 0 by default.
+
+    ``signs`` (one per row of ``rows``, +1 or -1): l_i is multiplied by its sign, so a pair
+    with sign -1 (seed 004 §4.1: a non-paraphrase pair, "whose contrastive loss is maximised")
+    is pushed apart by the same term that pulls a +1 pair together. The ranking count
+    (second value) counts the +1 rows only.
     """
     m = z1.size(0)
     if rows is None:
@@ -93,6 +108,8 @@ def simcse(
         weight = torch.zeros_like(logits)
         weight[torch.arange(len(rows), device=z1.device), m + rows] = hard_negative_weight
         logits = logits + weight
-    loss = F.cross_entropy(logits, rows, reduction="sum")
-    correct = _count_correct(logits, rows)
-    return loss, correct
+    loss = _weighted_sum(F.cross_entropy(logits, rows, reduction="none"), signs)
+    if signs is None:
+        return loss, _count_correct(logits, rows)
+    positive = signs > 0
+    return loss, _count_correct(logits[positive], rows[positive])

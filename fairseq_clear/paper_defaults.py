@@ -28,7 +28,17 @@ DECLUTR = {"sentence_pooling": "mean", "projection_layers": 0, "projection_outpu
 CLSR = {"sentence_pooling": "mean", "projection_layers": 1, "projection_output_activation_fn": "linear",
         "temperature": 0.1, "loss_form": "nt-xent", "mlm": "off", "batch_composition": "random"}
 
-MODES = {"clear": CLEAR, "simcse": SIMCSE, "declutr": DECLUTR, "clsr": CLSR}
+#: seed 004 (CS224N multi-task, §4.1, §5.3): SimCSE's objective on [CLS] through a 2-layer MLP
+#: thrown away afterwards, τ 0.05, no MLM, random batches
+MULTITASK = {"sentence_pooling": "cls", "projection_layers": 2, "projection_output_activation_fn": "linear",
+             "temperature": 0.05, "loss_form": "simcse", "mlm": "off", "batch_composition": "random"}
+
+MODES = {"clear": CLEAR, "simcse": SIMCSE, "declutr": DECLUTR, "clsr": CLSR, "multitask": MULTITASK}
+
+#: seed 004's fine-tuning values (§5.3): the recipe's and the help strings' reference; fairseq's
+#: own options (--lr, --batch-size, --max-epoch) keep fairseq's defaults, the recipe passes these
+MULTITASK_TRAINING = {"lr": 1e-5, "batch_size": 16, "max_epoch": 10, "head_hidden_dim": 768,
+                      "head_dropout": 0.3, "temperature": 0.05}
 
 #: continuing a pre-trained encoder (the recipes, fairseq_clear/continued.py): recipe MODE ->
 #: (paper, {fairseq-train option: (value for a base-size encoder, for a large one)})

@@ -15,11 +15,13 @@ import sys
 
 import fairseq_clear  # noqa: F401  (registers everything)
 from fairseq_clear.criterions.clear import ClearCriterionConfig
+from fairseq_clear.criterions.multitask import MultitaskCriterionConfig
 from fairseq_clear.models.clear_roberta import ClearRobertaModel, base_clear_architecture
 from fairseq_clear.tasks.clear import ClearConfig
 from fairseq_clear.tasks.contrastive import ContrastiveConfig
 from fairseq_clear.tasks.contrastive_pairs import ContrastivePairsConfig
 from fairseq_clear.tasks.declutr import DeclutrConfig
+from fairseq_clear.tasks.multitask import MultitaskConfig
 from fairseq.models.roberta import RobertaModel
 from fairseq.tasks.masked_lm import MaskedLMConfig
 
@@ -84,6 +86,8 @@ def render() -> str:
 
     declutr_rows = dataclass_rows(DeclutrConfig, skip=shared)
     pairs_rows = dataclass_rows(ContrastivePairsConfig, skip=shared)
+    multitask_rows = dataclass_rows(MultitaskConfig, skip=shared)
+    multitask_crit_rows = dataclass_rows(MultitaskCriterionConfig)
 
     parser = argparse.ArgumentParser()
     ClearRobertaModel.add_args(parser)
@@ -104,8 +108,12 @@ def render() -> str:
         table("Task `clear` adds (augmented contrastive denoising)", clear_rows),
         table("Task `declutr` adds", declutr_rows),
         table("Task `contrastive_pairs` adds", pairs_rows),
+        table("Task `multitask` adds (seed 004: sentiment, paraphrase and STS heads; its own "
+              "`--tokens-per-sample` as above, no masked LM; fairseq's `--lr 1e-05 --batch-size 16 "
+              "--max-epoch 10` are the seed's §5.3 values, passed by examples/multitask/run.sh)", multitask_rows),
         table("Masked LM (fairseq's `masked_lm` options, paper values)", mlm_rows),
         table("Criterion `clear`", crit_rows),
+        table("Criterion `multitask` (with `--task multitask`)", multitask_crit_rows),
         table("Model `clear_roberta` (added to fairseq's RoBERTa options)", model_rows),
     ]) + FOOTER
 

@@ -97,7 +97,7 @@ def test_every_file_in_tasks_is_imported():
 
 def test_the_accepted_names_are_the_registered_ones():
     """What the lists held by hand before: derived, the same."""
-    assert checkpoint_safety.accepted_tasks() == {"clear", "declutr", "contrastive_pairs", "masked_lm",
+    assert checkpoint_safety.accepted_tasks() == {"clear", "declutr", "contrastive_pairs", "multitask", "masked_lm",
                                                   "sentence_prediction"}
     assert checkpoint_safety.stock_roberta_names() == {"roberta", "roberta_base", "roberta_large",
                                                        "roberta_prenorm", "xlm", "xlmr"}

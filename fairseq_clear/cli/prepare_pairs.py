@@ -48,6 +48,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="add a hard-negative column (default for simcse-csv with hard_neg and nli-jsonl)",
     )
     hard.add_argument("--no-hard-negatives", dest="hard_negatives", action="store_false")
+    p.add_argument(
+        "--negative-pairs", action="store_true",
+        help="seed 004 §4.1: keep the label-0 pairs (Quora / MRPC non-paraphrases, NLI contradictions) as rows "
+        "and write OUT/label/SPLIT.label (1/0), for --task contrastive_pairs --negative-pairs, which maximises "
+        "their contrastive loss",
+    )
     p.add_argument("--workers", type=int, default=1, help="fairseq-preprocess workers")
     return p
 

@@ -1,1 +1,1 @@
-from . import clear  # noqa: F401  (registers --criterion clear)
+from . import clear, multitask  # noqa: F401  (registers --criterion clear and multitask)

@@ -102,10 +102,14 @@ class ClearCriterion(FairseqCriterion):
         za = z[:n]
         zp = z[n : n + n * p].view(n, p, -1).mean(dim=1)  # DeCLUTR: mean of P positives
         zh = z[n + n * p :] if views.get("hard_negatives", False) else None
+        signs = views.get("pair_signs")  # seed 004's negative pairs (contrastive_pairs --negative-pairs)
+        if signs is not None:
+            signs = signs.to(z.device)
         if stand_in:  # joins the collectives, lends no views to the other ranks
             za, zp = za[:0], zp[:0]
             zh = zh[:0] if zh is not None else None
-        return za, zp, zh
+            signs = signs[:0] if signs is not None else None
+        return za, zp, zh, signs
 
     def _problem(self, model, views, step, n_masked):
         """(views of each micro-batch of the contrastive problem this call completes, its masked
@@ -136,9 +140,10 @@ class ClearCriterion(FairseqCriterion):
     def _contrastive(self, parts, n_masked, training):
         """(summed loss over the local anchors, correct, local anchors, global anchors, global
         masked tokens): the views of ``parts`` against every candidate (all ranks' when gathering)."""
-        za = torch.cat([a for a, _, _ in parts])
-        zp = torch.cat([b for _, b, _ in parts])
-        zh = torch.cat([h for _, _, h in parts]) if parts[0][2] is not None else None
+        za = torch.cat([part[0] for part in parts])
+        zp = torch.cat([part[1] for part in parts])
+        zh = torch.cat([part[2] for part in parts]) if parts[0][2] is not None else None
+        signs = torch.cat([part[3] for part in parts]) if parts[0][3] is not None else None
         n = za.size(0)
         offset, pairs, masked = 0, n, n_masked
         if self.gather and training:
@@ -153,9 +158,10 @@ class ClearCriterion(FairseqCriterion):
                 zh = distributed.gather_with_grad(zh, sizes, group)
         rows = torch.arange(offset, offset + n, device=za.device)
         if self.cfg.loss_form == "nt-xent":  # both directions: 2 anchors per pair
-            cl_sum, correct = losses.nt_xent(za, zp, self.cfg.temperature, rows)
+            cl_sum, correct = losses.nt_xent(za, zp, self.cfg.temperature, rows, signs)
             return cl_sum, correct, 2 * n, 2 * pairs, masked
-        cl_sum, correct = losses.simcse(za, zp, self.cfg.temperature, rows, zh, self.cfg.hard_negative_weight)
+        cl_sum, correct = losses.simcse(za, zp, self.cfg.temperature, rows, zh, self.cfg.hard_negative_weight,
+                                        signs)
         return cl_sum, correct, n, pairs, masked
 
     def forward(self, model, sample, reduce=True):

@@ -4,6 +4,7 @@ from .document_dataset import DocumentDataset
 from .document_spans_dataset import DocumentSpansDataset
 from .epoch_shuffled_dataset import EpochShuffledDataset
 from .list_item_dataset import ListItemDataset
+from .multitask_dataset import MultitaskDataset, TaskRows
 from .row_tokens_dataset import RowTokensDataset
 from .sentence_dataset import SentenceDataset
 from .stacked_rows_dataset import StackedRowsDataset
@@ -15,7 +16,9 @@ __all__ = [
     "DocumentSpansDataset",
     "EpochShuffledDataset",
     "ListItemDataset",
+    "MultitaskDataset",
     "RowTokensDataset",
     "SentenceDataset",
     "StackedRowsDataset",
+    "TaskRows",
 ]

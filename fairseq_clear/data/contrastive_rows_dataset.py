@@ -1,5 +1,8 @@
 from typing import Optional, Sequence
 
+import numpy as np
+import torch
+
 from fairseq.data import FairseqDataset, data_utils
 
 
@@ -15,7 +18,9 @@ class ContrastiveRowsDataset(FairseqDataset):
     ``N·A + k·P + p``), then the N·A hard negatives, in one padded tensor.
 
     DeCLUTR uses A = P = 2 from one document; supervised pairs use A = P = 1
-    with or without a hard negative (SimCSE, CLSR).
+    with or without a hard negative (SimCSE, CLSR). ``signs`` (one per sample, +1 or -1):
+    seed 004's labelled pairs, whose label-0 pairs' loss is maximised; the batch then carries
+    ``pair_signs`` (one per anchor).
     """
 
     def __init__(
@@ -24,6 +29,7 @@ class ContrastiveRowsDataset(FairseqDataset):
         positives: Sequence,
         hard_negatives: Optional[Sequence] = None,
         pad: int = 1,
+        signs: Optional[np.ndarray] = None,
     ):
         super().__init__()
         self.anchors = list(anchors)
@@ -39,6 +45,9 @@ class ContrastiveRowsDataset(FairseqDataset):
             raise ValueError(f"need one hard-negative dataset per anchor ({a}), got {len(self.hard_negatives)}")
         self.positives_per_anchor = len(self.positives) // a
         self.pad = pad
+        self.signs = None if signs is None else np.asarray(signs, dtype=np.float32)
+        if self.signs is not None and len(self.signs) != len(self.anchors[0]):
+            raise ValueError(f"need one sign per sample ({len(self.anchors[0])}), got {len(self.signs)}")
 
     @property
     def _all(self):
@@ -52,6 +61,7 @@ class ContrastiveRowsDataset(FairseqDataset):
             [d[index] for d in self.anchors],
             [d[index] for d in self.positives],
             [d[index] for d in self.hard_negatives],
+            None if self.signs is None else float(self.signs[index]),
         )
 
     def collater(self, samples):
@@ -60,12 +70,15 @@ class ContrastiveRowsDataset(FairseqDataset):
         anchors = [row for s in samples for row in s[0]]
         positives = [row for s in samples for row in s[1]]
         hard = [row for s in samples for row in s[2]]
-        return {
+        out = {
             "src_tokens": data_utils.collate_tokens(anchors + positives + hard, self.pad),
             "num_anchors": len(anchors),
             "positives_per_anchor": self.positives_per_anchor,
             "hard_negatives": bool(self.hard_negatives),
         }
+        if self.signs is not None:
+            out["pair_signs"] = torch.tensor([s[3] for s in samples for _ in s[0]], dtype=torch.float32)
+        return out
 
     @property
     def can_reuse_epoch_itr_across_epochs(self):

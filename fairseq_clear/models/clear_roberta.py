@@ -328,13 +328,46 @@ class ClearRobertaModel(RobertaModel):
             raise ValueError("project=True goes through CLSR's e; apply_sentence_mlp=False cannot skip it")
         return self.represent(features, padding_mask, pooling, head)
 
+    # ---- seed 004's task heads (models/multitask_heads.py), kept as named classification heads
+    def register_multitask_heads(self, num_classes: int, hidden_dim: int, dropout: float,
+                                 sharing: str = "first-layer", tasks=None):
+        """Add the sentiment, paraphrase and STS heads (those of ``tasks``) to
+        ``classification_heads`` under their task's name, as fairseq's ``sentence_prediction``
+        adds its head; fairseq's checkpoint code saves and reloads them."""
+        from .multitask_heads import TASK_NAMES, build_heads
+
+        heads = build_heads(self.representation_dim(), hidden_dim, num_classes, dropout, sharing,
+                            self.args.pooler_activation_fn, tasks or TASK_NAMES)
+        for name, head in heads.items():
+            self.classification_heads[name] = head
+
+    def multitask_output(self, src_tokens, head_name: str):
+        """The ``head_name`` head on the [CLS] (the model's pooling) representation of
+        ``src_tokens``: class logits (sentiment), one logit per pair (paraphrase) or one cosine
+        per pair (sts); a pair task's rows are the B first sentences, then the B second ones."""
+        from .multitask_heads import apply_head
+
+        if head_name not in self.classification_heads:
+            raise KeyError(f"this model has no '{head_name}' head (it has {', '.join(self.classification_heads) or 'none'})")
+        pooling = self.args.sentence_pooling
+        frozen = self.args.freeze_encoder
+        with torch.set_grad_enabled(torch.is_grad_enabled() and not frozen):
+            features = self.sentence_features(src_tokens, cls_only=pooling == "cls")
+        padding_mask = src_tokens.eq(self.encoder.dictionary.pad())
+        x = self.represent(features, padding_mask, pooling, "representation")
+        head = self.classification_heads[head_name]
+        return apply_head(head, x.type_as(head.dense.weight))
+
     def forward(self, src_tokens, features_only=False, return_all_hiddens=False,
-                classification_head_name=None, contrastive=False, **kwargs):
-        """``contrastive=True`` returns the vectors the contrastive loss compares.
+                classification_head_name=None, contrastive=False, multitask_head=None, **kwargs):
+        """``contrastive=True`` returns the vectors the contrastive loss compares;
+        ``multitask_head=NAME`` the output of seed 004's head NAME (:meth:`multitask_output`).
 
         Going through ``forward`` (rather than a helper method) keeps the call
         inside DistributedDataParallel's bookkeeping.
         """
+        if multitask_head is not None:
+            return self.multitask_output(src_tokens, multitask_head), {}
         if contrastive:
             z = self.sentence_representation(
                 src_tokens, project=self.projection_head is not None

@@ -8,6 +8,7 @@ the data directory of ``--task contrastive_pairs``::
     OUT/sent0/{dict.txt, train.bin, train.idx[, valid.*, test.*]}
     OUT/sent1/...
     OUT/hard_neg/...                          when the rows have hard negatives
+    OUT/label/{split}.label                   --negative-pairs: 1 (positive) or 0 (negative pair) per row
     OUT/raw/{split}.{column}                  the raw sentences, one per line
     OUT/pairs.json                            what was read, kept and skipped, by reason
 
@@ -396,14 +397,26 @@ def prepare(args) -> Dict:
     read = {split: read_split(paths, args.format, args, args.hard_negatives)
             for split, paths in splits.items() if paths}
     hard = args.hard_negatives
+    if hard is None and getattr(args, "negative_pairs", False):
+        hard = False  # the label-0 pairs are rows of their own
     if hard is None:  # SimCSE's data: use the hard negatives it has
         formats = {detect_format(p) if args.format == "auto" else args.format for p in args.train}
         hard = "nli-jsonl" in formats or (
             "simcse-csv" in formats and read["train"].has_hard_negative_column
         )
-    assembled, report = {}, {}
+    negative_pairs = bool(getattr(args, "negative_pairs", False))
+    if negative_pairs and hard:
+        raise PrepareError("--negative-pairs keeps the label-0 pairs as rows of their own: pass --no-hard-negatives")
+    assembled, report, pair_labels = {}, {}, {}
     for split, rows in read.items():
-        triples = assemble(rows, hard)
+        if negative_pairs:  # seed 004 §4.1: every labelled pair, with its label (its loss is maximised when 0)
+            kept = [(s, p, label) for s, p, label in rows.labelled if label in (POS, NEG)]
+            for _ in range(len(rows.labelled) - len(kept)):
+                rows.skip("neither a positive nor a negative pair (label/score)")
+            triples = [(s, p, None) for s, p, _ in kept] + list(rows.triples)
+            pair_labels[split] = [1 if label == POS else 0 for _, _, label in kept] + [1] * len(rows.triples)
+        else:
+            triples = assemble(rows, hard)
         if hard and any(t[2] is None for t in triples):
             raise PrepareError(
                 f"{split}: rows of {splits[split]} have no hard negative; pass --no-hard-negatives"
@@ -437,6 +450,13 @@ def prepare(args) -> Dict:
             report[split]["skipped"]["empty after tokenisation"] = dropped
             report[split]["pairs_written"] -= dropped
             triples = assembled[split] = [t for t, k in zip(triples, keep) if k]
+            if negative_pairs:
+                pair_labels[split] = [v for v, k in zip(pair_labels[split], keep) if k]
+        if negative_pairs:
+            os.makedirs(os.path.join(args.out, "label"), exist_ok=True)
+            with open(os.path.join(args.out, "label", f"{split}.label"), "w", encoding="utf-8") as f:
+                f.writelines(f"{v}\n" for v in pair_labels[split])
+            report[split]["negative_pairs"] = pair_labels[split].count(0)
         if not triples:
             raise PrepareError(f"{split}: no pairs left from {splits[split]}: {report[split]['skipped']}")
         for k, column in enumerate(columns):
@@ -461,6 +481,7 @@ def prepare(args) -> Dict:
         "format": args.format,
         "columns": columns,
         "hard_negatives": hard,
+        "negative_pairs": negative_pairs,
         "sts_threshold": args.sts_threshold,
         "sick_score_threshold": args.sick_score_threshold,
         "tokenizer": tokenizer.describe(),

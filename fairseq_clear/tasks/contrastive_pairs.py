@@ -72,6 +72,14 @@ class ContrastivePairsConfig(ContrastiveConfig):
             "needs --loss-form simcse): auto = when DATA has it, on = require it, off = never"
         },
     )
+    negative_pairs: bool = field(
+        default=False,
+        metadata={
+            "help": "seed 004 §4.1: rows labelled 0 in DATA/label/SPLIT.label (clear-prepare-pairs "
+            "--negative-pairs: Quora / MRPC non-paraphrases) are negative pairs whose contrastive loss "
+            "is maximised (their term enters with sign -1); rows labelled 1 are positives as usual"
+        },
+    )
 
 def _column_dir(cfg, column: str) -> str:
     return os.path.join(data_paths(cfg.data)[0], column)
@@ -104,6 +112,9 @@ class ContrastivePairsTask(ContrastiveTask):
             )
         self.columns = [cfg.anchor_column, cfg.positive_column]
         self.uses_hard_negatives = self._hard_negatives(cfg)
+        if cfg.negative_pairs and self.uses_hard_negatives:
+            raise TaskConfigError("--negative-pairs takes pairs without hard negatives: pass --hard-negatives off "
+                                  "(or prepare the data with clear-prepare-pairs --negative-pairs)")
         if self.uses_hard_negatives:
             self.columns.append(cfg.hard_negative_column)
         super().__init__(cfg, dictionary)
@@ -175,6 +186,23 @@ class ContrastivePairsTask(ContrastiveTask):
             )
         return sentences
 
+    def pair_signs(self, split: str, rows: int) -> np.ndarray:
+        """+1 for a row labelled 1, -1 for a row labelled 0 (DATA/label/SPLIT.label)."""
+        path = os.path.join(data_paths(self.cfg.data)[0], "label", f"{split}.label")
+        if not os.path.isfile(path):
+            raise TaskConfigError(f"--negative-pairs: no {path} (build the data with clear-prepare-pairs --negative-pairs)")
+        with open(path, encoding="utf-8") as f:
+            labels = [line.strip() for line in f]
+        bad = next((i for i, v in enumerate(labels) if v not in ("0", "1")), None)
+        if bad is not None:
+            raise TaskConfigError(f"{path}:{bad + 1}: label '{labels[bad]}' is not 0 or 1")
+        if len(labels) != rows:
+            raise TaskConfigError(f"{path}: {len(labels)} labels for {rows} rows; rebuild the data with clear-prepare-pairs")
+        signs = np.where(np.asarray(labels) == "1", 1.0, -1.0).astype(np.float32)
+        logger.info("%s: %d positive and %d negative pairs (--negative-pairs)", split, int((signs > 0).sum()),
+                    int((signs < 0).sum()))
+        return signs
+
     def load_dataset(self, split, epoch=1, combine=False, **kwargs):
         cols = [self.load_column(c, split, combine) for c in self.columns]
         lengths = {c: len(d) for c, d in zip(self.columns, cols)}
@@ -196,7 +224,8 @@ class ContrastivePairsTask(ContrastiveTask):
             defn["target"] = StackedRowsDataset([t for _, t in masked], pad)
         if not self.cfg.mlm_only:
             defn["contrastive"] = ContrastiveRowsDataset(
-                [cols[0]], [cols[1]], cols[2:] if self.uses_hard_negatives else None, pad=pad
+                [cols[0]], [cols[1]], cols[2:] if self.uses_hard_negatives else None, pad=pad,
+                signs=self.pair_signs(split, len(cols[0])) if self.cfg.negative_pairs else None,
             )
         sizes = np.max(np.stack([d.sizes for d in cols]), axis=0)
         dataset = NestedDictionaryDataset(defn, sizes=[sizes])

@@ -1,0 +1,160 @@
+#!/usr/bin/env python
+"""Seed 004's Tables 1, 2, 6 and 7 in miniature: dev scores of the multi-task schedules from
+all-MiniLM-L6-v2 on GLUE SST-2, MRPC (the paraphrase task; QQP is not in ../shared) and STS-B.
+
+    python benchmarks/bench_multitask.py --glue ../shared/data/glue/glue_data --model MINILM_DIR \\
+        --work /tmp/bench-mt --seeds 1 2 3 --limit-train 512 --epochs 2 [--rows fusion average ...]
+
+Each row is a real fairseq-train run (CPU, small budgets) scored by clear-eval-multitask's code on
+the dev sets (sentiment acc, paraphrase acc, STS Pearson, Overall = their mean); the ensemble row
+combines the three single-task runs per task (the seed's per-task ensemble, selected on dev).
+Writes benchmarks/results/multitask.json (every run's numbers, the commands, the budgets) and,
+with matplotlib, benchmarks/results/multitask.png. Numbers are this machine's: none is quoted by hand.
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+#: row -> (contrastive pre-training first, fairseq-train task options)
+ROWS = {
+    "no-pretrain/average": (False, ["--schedule", "average"]),
+    "pretrain/average": (True, ["--schedule", "average"]),
+    "pretrain/round-robin-batch": (True, ["--schedule", "round-robin-batch"]),
+    "pretrain/round-robin-epoch": (True, ["--schedule", "round-robin-epoch"]),
+    "pretrain/pcgrad": (True, ["--schedule", "average", "--pcgrad"]),
+    "fusion": (False, ["--schedule", "fusion"]),
+    "supervised-first": (False, ["--schedule", "supervised-first", "--first-phase-epochs", "1"]),
+    "contrastive-first": (False, ["--schedule", "contrastive-first", "--first-phase-epochs", "1"]),
+    "single/sentiment": (True, ["--tasks", "sentiment"]),
+    "single/paraphrase": (True, ["--tasks", "paraphrase"]),
+    "single/sts": (True, ["--tasks", "sts"]),
+}
+
+
+def run(cmd, log):
+    env = dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "2"),
+               PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    with open(log, "w") as f:
+        proc = subprocess.run([str(c) for c in cmd], stdout=f, stderr=subprocess.STDOUT, env=env)
+    if proc.returncode:
+        raise SystemExit(f"failed ({proc.returncode}): {' '.join(map(str, cmd))}; see {log}")
+
+
+def fairseq_train():
+    return str(Path(sys.executable).parent / "fairseq-train")
+
+
+def model_args(init):
+    from fairseq_clear.evaluation.glue import model_args as args_of
+
+    return args_of(str(init))
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--glue", required=True, help="glue_data/ (SST-2, MRPC, STS-B)")
+    p.add_argument("--model", required=True, help="a Hugging Face model directory (all-MiniLM-L6-v2)")
+    p.add_argument("--work", required=True, help="work directory")
+    p.add_argument("--seeds", type=int, nargs="+", default=[1])
+    p.add_argument("--rows", nargs="+", default=list(ROWS), choices=list(ROWS))
+    p.add_argument("--limit-train", type=int, default=512, help="train rows per task")
+    p.add_argument("--limit-valid", type=int, default=400, help="dev rows per task")
+    p.add_argument("--epochs", type=int, default=2, help="fine-tuning epochs (seed: 10)")
+    p.add_argument("--pretrain-epochs", type=int, default=1, help="contrastive pre-training epochs (seed: 5)")
+    p.add_argument("--lr", default="2e-5", help="fine-tuning lr (seed: 1e-5; small budgets need more)")
+    p.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "multitask.json"))
+    args = p.parse_args()
+    work = Path(args.work)
+    work.mkdir(parents=True, exist_ok=True)
+    py = sys.executable
+    model = work / "model"
+    if not (model / "model.pt").is_file():
+        run([py, "-m", "fairseq_clear.cli.import_hf", args.model, model], work / "import.log")
+    data = work / "data"
+    if not (data / "multitask.json").is_file():
+        run([py, "-m", "fairseq_clear.cli.prepare_multitask", "--glue-dir", args.glue, "--paraphrase", "MRPC",
+             "--tokenizer-from", model, "--out", data, "--limit-train", args.limit_train,
+             "--limit-valid", args.limit_valid], work / "prepare.log")
+    pairs = work / "pairs"
+    if not (pairs / "pairs.json").is_file():
+        run([py, "-m", "fairseq_clear.cli.prepare_pairs", "--train", Path(args.glue) / "MRPC" / "train.tsv",
+             "--format", "mrpc", "--negative-pairs", "--data", model, "--out", pairs], work / "pairs.log")
+    init = model / "model.pt"
+    margs = model_args(init)
+    from fairseq_clear.evaluation.multitask import evaluate
+
+    common = ["--user-dir", REPO / "fairseq_clear", "--cpu", "--num-workers", "0", "--optimizer", "adam",
+              "--lr-scheduler", "fixed", "--batch-size", "16", "--no-epoch-checkpoints", "--log-format", "json",
+              "--log-interval", "20", "--tokens-per-sample", "128", "--sentence-pooling", "cls"]
+    results = {"budget": vars(args), "runs": []}
+    for seed in args.seeds:
+        pre = work / f"pretrain-s{seed}"
+        if any(ROWS[r][0] for r in args.rows) and not (pre / "checkpoint_last.pt").is_file():
+            run([fairseq_train(), pairs, "--task", "contrastive_pairs", "--negative-pairs", "--criterion", "clear",
+                 "--loss-form", "simcse", "--temperature", "0.05", "--projection-layers", "2",
+                 "--projection-output-activation-fn", "linear", "--finetune-from-model", init, *margs, *common,
+                 "--lr", "2e-5", "--max-epoch", args.pretrain_epochs, "--disable-validation", "--seed", seed,
+                 "--save-dir", pre], work / f"pretrain-s{seed}.log")
+        for row in args.rows:
+            pretrain, options = ROWS[row]
+            save = work / f"{row.replace('/', '-')}-s{seed}"
+            start = time.time()
+            if not (save / "checkpoint_best.pt").is_file():
+                run([fairseq_train(), data, "--task", "multitask", "--criterion", "multitask", *options,
+                     "--finetune-from-model", pre / "checkpoint_last.pt" if pretrain else init, *margs, *common,
+                     "--lr", args.lr, "--max-epoch", args.epochs, "--seed", seed, "--save-dir", save,
+                     "--best-checkpoint-metric", "overall", "--maximize-best-checkpoint-metric"],
+                    work / f"{save.name}.log")
+            result = evaluate([str(save / "checkpoint_best.pt")], str(data), "valid")
+            entry = {"row": row, "seed": seed, "seconds": round(time.time() - start, 1), **result["rows"][0]}
+            results["runs"].append(entry)
+            print(json.dumps({k: (round(v, 4) if isinstance(v, float) else v) for k, v in entry.items()}), flush=True)
+        singles = [work / f"single-{t}-s{seed}" / "checkpoint_best.pt" for t in ("sentiment", "paraphrase", "sts")]
+        if all(s.is_file() for s in singles):
+            ens = evaluate([str(s) for s in singles], str(data), "valid", "per-task", "valid")["ensemble"]
+            results["runs"].append({"row": "ensemble (single-task, per-task)", "seed": seed, **ens})
+            print(json.dumps({"row": "ensemble", "seed": seed, "overall": ens["overall"]}), flush=True)
+    summary = {}
+    for entry in results["runs"]:
+        for key in ("overall", "sentiment_acc", "paraphrase_acc", "sts_pearson"):
+            if key in entry:
+                summary.setdefault(entry["row"], {}).setdefault(key, []).append(entry[key])
+    results["summary"] = {row: {k: {"mean": float(np.mean(v)), "std": float(np.std(v)), "n": len(v)}
+                                for k, v in cols.items()} for row, cols in summary.items()}
+    print(f"{'row':<36} {'Overall':>8} {'Sent.':>8} {'Para.':>8} {'STS r':>8}  (dev, mean over seeds)")
+    for row, cols in results["summary"].items():
+        cells = [cols.get(k, {}).get("mean", float("nan")) for k in ("overall", "sentiment_acc", "paraphrase_acc", "sts_pearson")]
+        print(f"{row:<36} " + " ".join(f"{c:8.3f}" for c in cells))
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    with open(args.out, "w", encoding="utf-8") as f:
+        json.dump(results, f, indent=2)
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        rows = list(results["summary"])
+        means = [results["summary"][r]["overall"]["mean"] for r in rows]
+        stds = [results["summary"][r]["overall"]["std"] for r in rows]
+        fig, ax = plt.subplots(figsize=(8, 0.4 * len(rows) + 1))
+        ax.barh(rows, means, xerr=stds)
+        ax.set_xlabel("dev Overall (mean of sentiment acc, paraphrase acc, STS Pearson)")
+        fig.tight_layout()
+        fig.savefig(Path(args.out).with_suffix(".png"))
+    except ImportError:
+        pass
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# Seed 004's pipeline: contrastive pre-training, then multi-task fine-tuning of sentiment, paraphrase
+# and STS heads (fusion by default), then the seed's table (sentiment acc, paraphrase acc, STS
+# Pearson, Overall = their mean).
+#
+#   examples/multitask/run.sh MODEL_DIR GLUE_DIR OUT [extra fine-tuning fairseq-train options]
+#
+# MODEL_DIR  a Hugging Face model directory (bert-base-uncased, all-MiniLM-L6-v2, ...), imported
+#            with clear-import-hf; or a directory with model.pt + dict.txt + its tokenizer (fairseq's
+#            roberta.base, clear-import-hf's output, or our checkpoint copied as model.pt beside its
+#            data directory's dict.txt and tokenizer files)
+# GLUE_DIR   glue_data/ with SST-2, STS-B and the paraphrase task (PARAPHRASE: QQP, the seed's Quora,
+#            or MRPC)
+# OUT        OUT/model (the import), OUT/data (clear-prepare-multitask), OUT/pairs (clear-prepare-pairs),
+#            OUT/pretrain, OUT/finetune (checkpoints and logs), OUT/eval.json
+#
+# Environment: CPU=1 (CPU-sized: LIMIT train rows per task, default 512, 200 dev rows, 1 pre-training
+# epoch, 2 fine-tuning epochs, batch 16), PARAPHRASE (QQP), SCHEDULE (fusion; average is the seed's
+# final model), PRETRAIN=0 (skip the contrastive pre-training: the seed's "no pre-training" baseline),
+# PRETRAIN_EPOCHS (seed: 5), EPOCHS (seed: 10), SEED.
+# The seed's values (§5.3): lr 1e-5, τ 0.05, batch 16, 10 epochs, heads of hidden 768 with dropout 0.3
+# (the task's defaults), the first head layer shared between paraphrase and STS; pre-training on the
+# paraphrase pairs with the non-paraphrases as negative pairs whose loss is maximised (§4.1).
+set -euo pipefail
+if [[ $# -lt 3 ]]; then awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 1; fi
+MODEL_DIR=$1; GLUE_DIR=$2; OUT=$3; shift 3
+case "$MODEL_DIR" in -*) MODEL_DIR=./$MODEL_DIR ;; esac
+case "$GLUE_DIR" in -*) GLUE_DIR=./$GLUE_DIR ;; esac
+case "$OUT" in -*) OUT=./$OUT ;; esac
+PYTHON=${PYTHON:-python}
+PARAPHRASE=${PARAPHRASE:-QQP}
+[[ -d "$MODEL_DIR" ]] || { echo "error: model directory '$MODEL_DIR' does not exist" >&2; exit 1; }
+[[ -d "$GLUE_DIR/$PARAPHRASE" ]] || { echo "error: no '$GLUE_DIR/$PARAPHRASE' (set PARAPHRASE=MRPC or QQP)" >&2; exit 1; }
+mkdir -p "$OUT"
+USER_DIR=$("$PYTHON" -c "import fairseq_clear, os; print(os.path.dirname(fairseq_clear.__file__))")
+
+# 1. the model
+if [[ -f "$MODEL_DIR/model.pt" && -f "$MODEL_DIR/dict.txt" ]]; then
+  MODEL=$MODEL_DIR
+elif [[ -f "$MODEL_DIR/config.json" ]]; then
+  MODEL=$OUT/model
+  [[ -f "$MODEL/model.pt" ]] || "$PYTHON" -m fairseq_clear.cli.import_hf "$MODEL_DIR" "$MODEL"
+else
+  echo "error: '$MODEL_DIR' has neither model.pt + dict.txt nor config.json" >&2; exit 1
+fi
+INIT=$MODEL/model.pt
+
+# 2. the three datasets (and the paraphrase pairs) with the model's own tokenizer
+if [[ "${CPU:-0}" == "1" ]]; then
+  LIMITS=(--limit-train "${LIMIT:-512}" --limit-valid 200)
+  PRETRAIN_EPOCHS=${PRETRAIN_EPOCHS:-1}; EPOCHS=${EPOCHS:-2}; SETTINGS=(--cpu --num-workers 0)
+else
+  LIMITS=(); PRETRAIN_EPOCHS=${PRETRAIN_EPOCHS:-5}; EPOCHS=${EPOCHS:-10}; SETTINGS=(--num-workers 2)
+fi
+[[ -f "$OUT/data/multitask.json" ]] || "$PYTHON" -m fairseq_clear.cli.prepare_multitask --glue-dir "$GLUE_DIR" \
+  --paraphrase "$PARAPHRASE" --tokenizer-from "$MODEL" --out "$OUT/data" ${LIMITS[@]+"${LIMITS[@]}"}
+MODEL_ARGS_TEXT=$("$PYTHON" -m fairseq_clear.cli.glue model-args "$INIT")
+read -r -a MODEL_ARGS <<< "$MODEL_ARGS_TEXT"
+START=$INIT
+
+# 3. contrastive pre-training (§4.1): SimCSE's loss on [CLS] through a 2-layer MLP, the paraphrase
+#    pairs as positives and the non-paraphrases as negative pairs whose loss is maximised
+if [[ "${PRETRAIN:-1}" == "1" ]]; then
+  FORMAT=$([[ "$PARAPHRASE" == "QQP" ]] && echo quora || echo mrpc)
+  TRAIN_PAIRS=$GLUE_DIR/$PARAPHRASE/train.tsv
+  if [[ "${CPU:-0}" == "1" ]]; then  # the CPU form: the fine-tuning rows' pairs only
+    mkdir -p "$OUT/pairs-src"
+    head -n $(( ${LIMIT_PAIRS:-512} + 1 )) "$TRAIN_PAIRS" > "$OUT/pairs-src/train.tsv"
+    TRAIN_PAIRS=$OUT/pairs-src/train.tsv
+  fi
+  [[ -f "$OUT/pairs/pairs.json" ]] || "$PYTHON" -m fairseq_clear.cli.prepare_pairs --train "$TRAIN_PAIRS" \
+    --format "$FORMAT" --negative-pairs --data "$MODEL" --out "$OUT/pairs"
+  mkdir -p "$OUT/pretrain"
+  if [[ ! -f "$OUT/pretrain/checkpoint_last.pt" ]]; then
+    fairseq-train "$OUT/pairs" --user-dir "$USER_DIR" --task contrastive_pairs --negative-pairs \
+      --criterion clear --loss-form simcse --temperature 0.05 --tokens-per-sample 128 \
+      --sentence-pooling cls --projection-layers 2 --projection-output-activation-fn linear \
+      --finetune-from-model "$INIT" "${MODEL_ARGS[@]}" \
+      --optimizer adam --adam-betas '(0.9,0.999)' --lr 2e-5 --lr-scheduler fixed --batch-size 16 \
+      --max-epoch "$PRETRAIN_EPOCHS" --disable-validation --seed "${SEED:-1}" \
+      --save-dir "$OUT/pretrain" --no-epoch-checkpoints --log-format json --log-interval 10 \
+      "${SETTINGS[@]}" 2>&1 | tee "$OUT/pretrain/train.log"
+  fi
+  START=$OUT/pretrain/checkpoint_last.pt
+fi
+
+# 4. multi-task fine-tuning (§4.2): the best dev Overall is kept (§5.3)
+mkdir -p "$OUT/finetune"
+fairseq-train "$OUT/data" --user-dir "$USER_DIR" --task multitask --criterion multitask \
+  --schedule "${SCHEDULE:-fusion}" --tokens-per-sample 128 --sentence-pooling cls \
+  --finetune-from-model "$START" "${MODEL_ARGS[@]}" \
+  --optimizer adam --adam-betas '(0.9,0.999)' --lr 1e-5 --lr-scheduler fixed --batch-size 16 \
+  --max-epoch "$EPOCHS" --best-checkpoint-metric overall --maximize-best-checkpoint-metric \
+  --seed "${SEED:-1}" --save-dir "$OUT/finetune" --no-epoch-checkpoints --log-format json --log-interval 10 \
+  "${SETTINGS[@]}" "$@" 2>&1 | tee "$OUT/finetune/train.log"
+
+# 5. the seed's table on the dev sets
+"$PYTHON" -m fairseq_clear.cli.eval_multitask "$OUT/finetune/checkpoint_best.pt" --data "$OUT/data" \
+  --json "$OUT/eval.json"

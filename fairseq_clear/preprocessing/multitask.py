@@ -1,0 +1,223 @@
+"""``clear-prepare-multitask``: seed 004's three datasets -> the data directory of ``--task multitask``.
+
+Sources (one of):
+
+* ``--glue-dir``: GLUE's ``SST-2`` (sentiment), ``MRPC`` or ``QQP`` (paraphrase,
+  ``--paraphrase``) and ``STS-B``; train.tsv is the train split, dev.tsv the valid split (the
+  GLUE test files have no labels);
+* ``--cs224n-dir``: the CS224N default project's ``ids-sst-*.csv`` (5 sentiment classes),
+  ``quora-*.csv`` and ``sts-*.csv`` (tab-separated, with a header naming ``sentence``,
+  ``sentiment``, ``sentence1``, ``sentence2``, ``is_duplicate``, ``similarity``): ``-train``
+  and ``-dev``, and ``-test`` when its rows carry labels.
+
+Every sentence is encoded with the model's own tokenizer (``--tokenizer-from``: an imported
+Hugging Face model, a checkpoint's data directory, clear-prepare's output) and binarized by
+the real ``fairseq-preprocess`` with its dict.txt, as clear-prepare-pairs and clear-glue do::
+
+    OUT/dict.txt, OUT/<tokenizer files>, OUT/multitask.json (rows read, kept, skipped; classes)
+    OUT/{sentiment,paraphrase,sts}/input0/SPLIT.{bin,idx}   first sentences
+    OUT/{paraphrase,sts}/input1/SPLIT.{bin,idx}              second sentences
+    OUT/{task}/label/SPLIT.label                             class, 0/1, or score (0-5)
+
+``--limit-train N`` keeps a seeded random N rows of each task's train split (CPU-sized runs).
+Nothing is dropped silently: rows without a label or with an empty sentence are counted.
+"""
+
+import csv
+import json
+import os
+import shutil
+from typing import Dict, List, Optional, Tuple
+
+import numpy as np
+
+from .. import vocabulary
+from ..evaluation.glue import get_task, read_tsv
+from . import encode as encode_mod
+from .binarize import count_lines, run_fairseq_preprocess
+from .common import PrepareError
+
+TASKS = ("sentiment", "paraphrase", "sts")
+PAIR_TASKS = ("paraphrase", "sts")
+GLUE_SOURCES = {"sentiment": "SST-2", "sts": "STS-B"}
+CS224N_FILES = {"sentiment": "ids-sst", "paraphrase": "quora", "sts": "sts"}
+CS224N_COLUMNS = {"sentiment": (("sentence",), "sentiment"),
+                  "paraphrase": (("sentence1", "sentence2"), "is_duplicate"),
+                  "sts": (("sentence1", "sentence2"), "similarity")}
+
+Row = Tuple[Tuple[str, ...], float]
+
+
+def _label(task: str, text: str) -> Optional[float]:
+    try:
+        value = float(text.strip())
+    except ValueError:
+        return None
+    if task == "sentiment" and (value < 0 or value != int(value)):
+        return None
+    if task == "paraphrase" and value not in (0.0, 1.0):
+        return None
+    if task == "sts" and not 0.0 <= value <= 5.0:
+        return None
+    return value
+
+
+def read_glue(glue_dir: str, task: str, paraphrase: str, split: str, skipped: Dict[str, int]) -> List[Row]:
+    name = GLUE_SOURCES.get(task, paraphrase)
+    spec = get_task(name)
+    path = os.path.join(glue_dir, name, f"{split}.tsv")
+    if not os.path.isfile(path):
+        raise PrepareError(f"--glue-dir: no {path}")
+    needed = max(spec.inputs + (spec.label,)) + 1
+    rows = []
+    for fields in read_tsv(path, spec.header, spec.num_fields, needed):
+        texts = tuple(fields[i].strip() for i in spec.inputs)
+        label = _label(task, fields[spec.label])
+        if label is None:
+            skipped["no valid label"] = skipped.get("no valid label", 0) + 1
+        elif not all(texts):
+            skipped["empty sentence"] = skipped.get("empty sentence", 0) + 1
+        else:
+            rows.append((texts, label))
+    return rows
+
+
+def read_cs224n(directory: str, task: str, split: str, skipped: Dict[str, int]) -> Optional[List[Row]]:
+    candidates = [f"{CS224N_FILES[task]}-{split}.csv"] + ([f"{CS224N_FILES[task]}-test-student.csv"] if split == "test" else [])
+    path = next((os.path.join(directory, c) for c in candidates if os.path.isfile(os.path.join(directory, c))), None)
+    if path is None:
+        if split == "test":
+            return None
+        raise PrepareError(f"--cs224n-dir: no {os.path.join(directory, candidates[0])}")
+    columns, label_column = CS224N_COLUMNS[task]
+    rows = []
+    with open(path, encoding="utf-8", newline="") as f:
+        reader = csv.DictReader(f, delimiter="\t")
+        header = [h.strip() for h in (reader.fieldnames or [])]
+        missing = [c for c in columns if c not in header]
+        if missing:
+            raise PrepareError(f"{path}: no column {', '.join(missing)} in its header {header}")
+        if label_column not in header:
+            return None  # the unlabelled test-student files
+        for record in reader:
+            record = {(k or "").strip(): v for k, v in record.items()}
+            texts = tuple((record.get(c) or "").strip() for c in columns)
+            label = _label(task, record.get(label_column) or "")
+            if label is None:
+                skipped["no valid label"] = skipped.get("no valid label", 0) + 1
+            elif not all(texts):
+                skipped["empty sentence"] = skipped.get("empty sentence", 0) + 1
+            else:
+                rows.append((texts, label))
+    return rows
+
+
+def _subset(rows: List[Row], limit: int, seed: int) -> List[Row]:
+    if limit <= 0 or limit >= len(rows):
+        return rows
+    keep = np.sort(np.random.default_rng(seed).permutation(len(rows))[:limit])
+    return [rows[i] for i in keep]
+
+
+def prepare(args) -> Dict:
+    if bool(args.glue_dir) == bool(args.cs224n_dir):
+        raise PrepareError("give exactly one of --glue-dir and --cs224n-dir")
+    source = args.glue_dir or args.cs224n_dir
+    if not os.path.isdir(source):
+        raise PrepareError(f"--{'glue-dir' if args.glue_dir else 'cs224n-dir'}: '{source}' is not a directory")
+    dict_path = os.path.join(args.tokenizer_from, "dict.txt")
+    if not os.path.isfile(dict_path):
+        raise PrepareError(f"--tokenizer-from: no dict.txt in '{args.tokenizer_from}' (give an imported model's "
+                           "directory or a binarized data directory)")
+    try:
+        tokenizer = vocabulary.find(args.tokenizer_from, "--tokenizer-from")
+    except vocabulary.TokenizerError as e:
+        raise PrepareError(str(e)) from None
+    encode_ids, pieces = encode_mod.tokenizer_vocabulary(args.tokenizer_from, dict_path)[:2]
+    tasks = [t for t in TASKS if t in args.tasks]
+    work = args.out + ".partial"
+    if os.path.exists(work):
+        shutil.rmtree(work)
+    os.makedirs(work)
+    summary = {"source": os.path.abspath(source), "format": "glue" if args.glue_dir else "cs224n",
+               "tokenizer": tokenizer.describe(), "tasks": {}}
+    for task in tasks:
+        splits = {}
+        report = {}
+        for split, name in (("train", "train"), ("valid", "dev"), ("test", "test")):
+            skipped: Dict[str, int] = {}
+            if args.glue_dir:
+                rows = read_glue(args.glue_dir, task, args.paraphrase, name, skipped) if split != "test" else None
+            else:
+                rows = read_cs224n(args.cs224n_dir, task, name, skipped)
+            if rows is None:
+                continue
+            read = len(rows)
+            if split == "train":
+                rows = _subset(rows, args.limit_train, args.seed)
+            elif split == "valid":
+                rows = _subset(rows, args.limit_valid, args.seed)
+            encoded = [[" ".join(pieces[i] for i in encode_ids(text[k])) for text, _ in rows]
+                       for k in range(len(rows[0][0]) if rows else 0)]
+            keep = [all(col[i] for col in encoded) for i in range(len(rows))]
+            if keep.count(False):
+                skipped["empty after tokenisation"] = keep.count(False)
+            rows = [r for r, k in zip(rows, keep) if k]
+            if not rows:
+                raise PrepareError(f"{task} {split}: no rows left from {source}: {skipped}")
+            splits[split] = ([[c for c, k in zip(col, keep) if k] for col in encoded], [label for _, label in rows])
+            report[split] = {"rows_read": read + sum(skipped.values()) - skipped.get("empty after tokenisation", 0),
+                             "rows_written": len(rows), "skipped": skipped}
+        if "train" not in splits:
+            raise PrepareError(f"{task}: no train split in {source}")
+        task_dir = os.path.join(work, task)
+        os.makedirs(os.path.join(task_dir, "label"))
+        raw = os.path.join(work, "raw", task)
+        os.makedirs(raw)
+        width = 2 if task in PAIR_TASKS else 1
+        for k in range(width):
+            prefixes = {}
+            for split, (cols, _) in splits.items():
+                prefixes[split] = os.path.join(raw, f"{split}.input{k}")
+                with open(prefixes[split], "w", encoding="utf-8") as f:
+                    f.writelines(line + "\n" for line in cols[k])
+            dest = os.path.join(task_dir, f"input{k}")
+            run_fairseq_preprocess(dict_path, prefixes, dest, args.workers)
+            for split, (cols, _) in splits.items():
+                n = count_lines(os.path.join(dest, split))
+                if n != len(cols[k]):
+                    raise PrepareError(f"{dest}/{split}: fairseq-preprocess wrote {n} lines for {len(cols[k])} rows")
+        for split, (_, labels) in splits.items():
+            with open(os.path.join(task_dir, "label", f"{split}.label"), "w", encoding="utf-8") as f:
+                f.writelines((f"{int(v)}" if task != "sts" else repr(float(v))) + "\n" for v in labels)
+        entry = {"splits": report}
+        if task == "sentiment":
+            entry["num_classes"] = int(max(max(labels) for _, labels in splits.values())) + 1
+        if task == "paraphrase" and args.glue_dir:
+            entry["source"] = args.paraphrase
+        summary["tasks"][task] = entry
+    shutil.rmtree(os.path.join(work, "raw"))
+    shutil.copyfile(dict_path, os.path.join(work, "dict.txt"))
+    vocabulary.copy_to(tokenizer, work, os.path.join(work, "dict.txt"))
+    with open(os.path.join(work, "multitask.json"), "w", encoding="utf-8") as f:
+        json.dump(summary, f, indent=2)
+        f.write("\n")
+    if os.path.exists(args.out):
+        if not os.path.isfile(os.path.join(args.out, "multitask.json")):
+            shutil.rmtree(work)
+            raise PrepareError(f"--out: '{args.out}' exists and is not clear-prepare-multitask's output; "
+                               "choose a new directory")
+        shutil.rmtree(args.out)
+    os.rename(work, args.out)
+    return summary
+
+
+def print_report(summary: Dict, out: str):
+    print(f"wrote {out} ({summary['format']})")
+    for task, entry in summary["tasks"].items():
+        parts = []
+        for split, r in entry["splits"].items():
+            skipped = sum(r["skipped"].values())
+            parts.append(f"{split} {r['rows_written']}" + (f" (skipped {skipped}: {r['skipped']})" if skipped else ""))
+        extra = f", {entry['num_classes']} classes" if "num_classes" in entry else ""
+        print(f"  {task}: " + ", ".join(parts) + extra)
