@@ -518,4 +518,6 @@ def subsample(data: TaskData, n: int, seed: int = 1111) -> TaskData:
             continue
         keep = np.sort(rng.permutation(size)[:n])
         out.splits[split] = [c[keep] if isinstance(c, np.ndarray) else [c[i] for i in keep] for c in columns]
+    if out.note:
+        out.note += f"; at most {n} examples per split used"
     return out

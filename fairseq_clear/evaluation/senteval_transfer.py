@@ -47,7 +47,8 @@ def score_task(data: TaskData, vectors: np.ndarray, index: Dict[str, int], cfg: 
 
     if data.protocol == "relatedness":
         splits = {k: (rows(a), rows(b), y, a, b) for k, (a, b, y) in data.splits.items()}
-        out = evaluate_relatedness(splits, seed=cfg.seed)
+        with sc.one_thread():
+            out = evaluate_relatedness(splits, seed=cfg.seed)
         out = {"pearson": out["pearson"], "spearman": out["spearman"], "mse": out["mse"],
                "devpearson": out["dev_pearson"], "epochs": out["epochs"],
                "ndev": out["dev_pairs"], "ntest": out["test_pairs"]}
