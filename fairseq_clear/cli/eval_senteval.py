@@ -112,6 +112,9 @@ def check_args(args):
                           ("--sts-dir", args.sts_dir)):
         if value and not os.path.isdir(value):
             fail(f"{option} '{value}' is not a directory")
+    for attr in ("senteval_data", "glue_data", "sts_dir"):  # the JSON names where each task came from
+        if getattr(args, attr):
+            setattr(args, attr, os.path.abspath(getattr(args, attr)))
     if args.batch_size < 1:
         fail(f"--batch-size must be >= 1, got {args.batch_size}")
     if args.max_examples is not None and args.max_examples < 10:
