@@ -70,6 +70,7 @@ setup(
             "clear-eval-multitask = fairseq_clear.cli.eval_multitask:main",
             "clear-embed = fairseq_clear.cli.embed:main",
             "clear-eval-sts = fairseq_clear.cli.eval_sts:main",
+            "clear-eval-senteval = fairseq_clear.cli.eval_senteval:main",
             "clear-export-hf = fairseq_clear.cli.export_hf:main",
             "clear-import-hf = fairseq_clear.cli.import_hf:main",
             "clear-glue = fairseq_clear.cli.glue:main",

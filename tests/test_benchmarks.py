@@ -303,3 +303,17 @@ def test_continued_benchmark_runs_in_its_quick_form(tmp_path):
         assert r["dev_never_below_start"] and r["dev"]["best"] >= r["dev"]["start"]
         assert set(r["sts_start"]) == {"STS-B", "Avg"} and set(r["sts_exported"]) == {"STS-B", "Avg"}
     assert (tmp_path / "continued_dev.png").stat().st_size > 0 and out.stat().st_size < 100_000
+
+
+def test_bench_senteval_reads_its_rows_and_says_which_claims_hold(monkeypatch, tmp_path):
+    bench = bench_module("bench_senteval", monkeypatch, tmp_path)
+    rows = {"MLM only": {"table": {"SST2": 70.0, "Downstream": 60.0, "Avg": 60.0}, "seconds": 10.0},
+            "CLEAR": {"table": {"SST2": 72.0, "Downstream": 62.5, "Avg": 62.5}, "seconds": 12.0},
+            "SimCSE": {"table": {"SST2": 65.0, "Downstream": 55.0, "Avg": 55.0}, "seconds": 11.0}}
+    assert bench.observations(rows) == {"CLEAR > MLM only (downstream)": True,
+                                        "SimCSE > MLM only (downstream)": False}
+    table = bench.format_table(rows)
+    assert "| CLEAR | 72.00 | 62.50 | 62.50 | 12 |" in table and "MRPC" not in table
+    assert bench.parse_run("x=a/b.pt:d") == ("x", (bench.Path("a/b.pt"), bench.Path("d")))
+    bench.plot(rows, tmp_path / "p.png")
+    assert (tmp_path / "p.png").stat().st_size > 0

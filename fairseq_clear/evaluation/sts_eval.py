@@ -260,10 +260,13 @@ def _hf_mean_encoder(path, label, batch_size):
         raise ModelDirError(f"--model '{path}': transformers cannot build the model from config.json and "
                             f"{_weights_file(path)}: {_one_line(e)}") from None
 
+    max_length = _max_length(tokenizer, config)
+
     def encode(sentences):
         out = []
         for i in range(0, len(sentences), batch_size):
-            batch = tokenizer(sentences[i:i + batch_size], padding=True, truncation=True, return_tensors="pt")
+            batch = tokenizer(sentences[i:i + batch_size], padding=True, truncation=True, max_length=max_length,
+                              return_tensors="pt")
             with torch.no_grad():
                 hidden = model(**batch).last_hidden_state
             mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
@@ -271,6 +274,21 @@ def _hf_mean_encoder(path, label, batch_size):
         return {label: np.concatenate(out) if out else np.zeros((0, model.config.hidden_size), np.float32)}
 
     return EncoderFn(encode)
+
+
+def _max_length(tokenizer, config):
+    """Tokens a sentence may have: the tokenizer's limit, or, when it sets none (no
+    model_max_length in tokenizer_config.json), the model's positions (RoBERTa-like models
+    start theirs after the padding index)."""
+    limit = getattr(tokenizer, "model_max_length", None)
+    if limit is not None and limit < 1_000_000:
+        return int(limit)
+    positions = getattr(config, "max_position_embeddings", None)
+    if not positions:
+        return None
+    if getattr(config, "model_type", "") in ("roberta", "xlm-roberta", "camembert", "longformer"):
+        positions -= (getattr(config, "pad_token_id", 1) or 0) + 1
+    return int(positions)
 
 
 def score(encoder: Encoder, pair_sets, align_split="dev", protocol="simcse", senteval_average="wmean",
