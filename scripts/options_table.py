@@ -14,16 +14,13 @@ import sys
 
 
 import fairseq_clear  # noqa: F401  (registers everything)
-from fairseq_clear.criterions.clear import ClearCriterionConfig
-from fairseq_clear.criterions.multitask import MultitaskCriterionConfig
-from fairseq_clear.models.clear_roberta import ClearRobertaModel, base_clear_architecture
-from fairseq_clear.tasks.clear import ClearConfig
-from fairseq_clear.tasks.contrastive import ContrastiveConfig
-from fairseq_clear.tasks.contrastive_pairs import ContrastivePairsConfig
-from fairseq_clear.tasks.declutr import DeclutrConfig
-from fairseq_clear.tasks.multitask import MultitaskConfig
+from fairseq.criterions import CRITERION_DATACLASS_REGISTRY, CRITERION_REGISTRY
 from fairseq.models.roberta import RobertaModel
+from fairseq.tasks import TASK_DATACLASS_REGISTRY, TASK_REGISTRY
 from fairseq.tasks.masked_lm import MaskedLMConfig
+from fairseq_clear.fairseq_fixes.scope import plugin_names
+from fairseq_clear.models.clear_roberta import ClearRobertaModel, base_clear_architecture
+from fairseq_clear.tasks.contrastive import ContrastiveConfig
 
 
 def dataclass_rows(cls, skip=()):
@@ -73,21 +70,37 @@ fairseq's own options apply as usual (`--batch-size`, `--update-freq`, `--fp16`,
 """
 
 
-def render() -> str:
-    """The whole of docs/options.md."""
-    base = {f.name for f in dataclasses.fields(MaskedLMConfig)}
-    shared = {f.name for f in dataclasses.fields(ContrastiveConfig)}
-    common_rows = dataclass_rows(ContrastiveConfig, skip=base - {"tokens_per_sample"})
-    # each task's table lists only the options it reads (the others are refused at start-up)
-    clear_rows = dataclass_rows(ClearConfig, skip=shared - {"sample_break_mode"})
-    mlm_rows = [r for r in dataclass_rows(MaskedLMConfig) if r[0] in (
-        "--mask-prob", "--leave-unmasked-prob", "--random-token-prob", "--freq-weighted-replacement")]
-    crit_rows = dataclass_rows(ClearCriterionConfig)
+def own_fields(cls, parent) -> set:
+    """Names of ``parent``'s fields that ``cls`` inherits unchanged (the same dataclass Field)."""
+    inherited = {f.name: f for f in dataclasses.fields(parent)}
+    return {f.name for f in dataclasses.fields(cls) if inherited.get(f.name) is f}
 
-    declutr_rows = dataclass_rows(DeclutrConfig, skip=shared)
-    pairs_rows = dataclass_rows(ContrastivePairsConfig, skip=shared)
-    multitask_rows = dataclass_rows(MultitaskConfig, skip=shared)
-    multitask_crit_rows = dataclass_rows(MultitaskCriterionConfig)
+
+def title(kind: str, name: str, cls) -> str:
+    """A table's title: the registered name and the first line of the class's docstring, plus its
+    ``options_note`` (e.g. which of fairseq's own options a recipe passes) when it has one."""
+    doc = (cls.__doc__ or "").strip().splitlines()[0].rstrip(".")
+    note = getattr(cls, "options_note", "")
+    return f"{kind} `{name}`: {doc}" + (f" ({note})" if note else "")
+
+
+def render() -> str:
+    """The whole of docs/options.md: every task and criterion this package registered in fairseq
+    (from fairseq's registries: a new one appears here without an edit)."""
+    names = plugin_names()
+    base = {f.name for f in dataclasses.fields(MaskedLMConfig)}
+    sections = [table("Every contrastive task", dataclass_rows(ContrastiveConfig, skip=base - {"tokens_per_sample"}))]
+    for name in sorted(names["task"]):
+        config = TASK_DATACLASS_REGISTRY[name]
+        # each task's table lists only the options it reads (the others are refused at start-up)
+        rows = dataclass_rows(config, skip=own_fields(config, ContrastiveConfig))
+        sections.append(table(title("Task", name, TASK_REGISTRY[name]) + "; adds", rows))
+    sections.append(table("Masked LM (fairseq's `masked_lm` options, paper values)", [
+        r for r in dataclass_rows(MaskedLMConfig)
+        if r[0] in ("--mask-prob", "--leave-unmasked-prob", "--random-token-prob", "--freq-weighted-replacement")]))
+    for name in sorted(names["criterion"]):
+        sections.append(table(title("Criterion", name, CRITERION_REGISTRY[name]),
+                              dataclass_rows(CRITERION_DATACLASS_REGISTRY[name])))
 
     parser = argparse.ArgumentParser()
     ClearRobertaModel.add_args(parser)
@@ -102,20 +115,8 @@ def render() -> str:
         for a in parser._actions
         if a.option_strings and a.option_strings[0] in ours
     ]
-
-    return HEADER + "\n".join([
-        table("Every contrastive task (`clear`, `declutr`, `contrastive_pairs`)", common_rows),
-        table("Task `clear` adds (augmented contrastive denoising)", clear_rows),
-        table("Task `declutr` adds", declutr_rows),
-        table("Task `contrastive_pairs` adds", pairs_rows),
-        table("Task `multitask` adds (seed 004: sentiment, paraphrase and STS heads; its own "
-              "`--tokens-per-sample` as above, no masked LM; fairseq's `--lr 1e-05 --batch-size 16 "
-              "--max-epoch 10` are the seed's §5.3 values, passed by examples/multitask/run.sh)", multitask_rows),
-        table("Masked LM (fairseq's `masked_lm` options, paper values)", mlm_rows),
-        table("Criterion `clear`", crit_rows),
-        table("Criterion `multitask` (with `--task multitask`)", multitask_crit_rows),
-        table("Model `clear_roberta` (added to fairseq's RoBERTa options)", model_rows),
-    ]) + FOOTER
+    sections.append(table("Model `clear_roberta` (added to fairseq's RoBERTa options)", model_rows))
+    return HEADER + "\n".join(sections) + FOOTER
 
 
 def main():

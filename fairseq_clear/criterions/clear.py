@@ -56,6 +56,8 @@ def weighted_loss(mlm_sum, cl_sum, cl_weight: float, masked: int, anchors: int):
 
 @register_criterion("clear", dataclass=ClearCriterionConfig)
 class ClearCriterion(FairseqCriterion):
+    """L = L_MLM + λ·L_CL for every contrastive task (CLEAR, SimCSE, DeCLUTR, labelled pairs, CLSR)."""
+
     def __init__(self, cfg: ClearCriterionConfig, task):
         super().__init__(task)
         # the plugin's tasks resolved these in build_criterion; with another task, CLEAR's

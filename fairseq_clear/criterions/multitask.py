@@ -78,6 +78,8 @@ def prediction(name: str, output: torch.Tensor) -> torch.Tensor:
 
 @register_criterion("multitask", dataclass=MultitaskCriterionConfig)
 class MultitaskCriterion(FairseqCriterion):
+    """Seed 004's task losses (sentiment, paraphrase, STS), averaged, and fusion's contrastive term."""
+
     def __init__(self, cfg: MultitaskCriterionConfig, task):
         super().__init__(task)
         if getattr(task, "name", None) != "multitask":

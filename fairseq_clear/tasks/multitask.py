@@ -153,6 +153,9 @@ class MultitaskTask(ContrastiveTask):
     """Sentiment, paraphrase and STS heads on one encoder, with seed 004's schedules."""
 
     cfg: MultitaskConfig
+    #: for docs/options.md: what its recipe passes of fairseq's own options
+    options_note = ("its own `--tokens-per-sample` as above, no masked LM; fairseq's `--lr 1e-05 --batch-size 16 "
+                    "--max-epoch 10` are the seed's §5.3 values, passed by examples/multitask/run.sh")
     name = "multitask"
     config_class = MultitaskConfig
     paper = "multitask"
