@@ -72,7 +72,6 @@ def test_minilm_keeps_pooling_and_normalize_through_training_and_export(tmp_path
     """all-MiniLM-L6-v2 (mean pooling, Normalize): clear-import-hf records both; CLEAR training
     (whose paper pooling is [CLS]) keeps mean; embed() and clear-export-hf give unit vectors, and
     the exported SentenceTransformer equals embed()."""
-    import torch
     from sentence_transformers import SentenceTransformer
 
     from fairseq_clear.models.hub_interface import from_pretrained
@@ -99,7 +98,9 @@ def test_minilm_keeps_pooling_and_normalize_through_training_and_export(tmp_path
                     "--log-format", "json", "--seed", "1", "--no-epoch-checkpoints"],
                    cwd=os.path.dirname(os.path.dirname(__file__)))
     assert "--sentence-pooling mean: the starting model's own pooling" in proc.stdout, proc.stdout[-3000:]
-    cfg = vars(torch.load(save / "checkpoint_last.pt", map_location="cpu", weights_only=False)["cfg"]["model"])
+    from fairseq_clear.checkpoint_safety import safe_load
+
+    cfg = vars(safe_load(save / "checkpoint_last.pt")["cfg"]["model"])
     assert cfg["sentence_pooling"] == "mean" and cfg["sentence_normalize"] is True
     assert cfg["pretrained_kind"] == "sentence-embedding"
 
@@ -152,9 +153,11 @@ def test_absurd_lr_keeps_the_start_as_checkpoint_best(tmp_path):
     print(summary[0])
     assert "nothing beat the start: checkpoint_best.pt holds the starting model" in summary[0], summary
     assert out.rstrip().splitlines()[-1] == summary[0] or "done training" in out
-    start = torch.load(model / "model.pt", map_location="cpu", weights_only=False)["model"]
-    best = torch.load(save / "checkpoint_best.pt", map_location="cpu", weights_only=False)
-    last = torch.load(save / "checkpoint_last.pt", map_location="cpu", weights_only=False)["model"]
+    from fairseq_clear.checkpoint_safety import safe_load
+
+    start = safe_load(model / "model.pt")["model"]
+    best = safe_load(save / "checkpoint_best.pt")
+    last = safe_load(save / "checkpoint_last.pt")["model"]
     key = "encoder.sentence_encoder.layers.0.fc1.weight"
     assert torch.equal(best["model"][key], start[key]) and not torch.equal(last[key], start[key])
     hub_best = from_pretrained(str(save), "checkpoint_best.pt", str(data))
