@@ -162,6 +162,8 @@ def test_budget_yields_to_the_user(tiny_data):
     assert words == ["--total-num-update", "7"] and log == ["max-update 7 (yours: --max-update)"]
     words, log, n = plan("clear", data, "", 64, True, [], {"MAX_UPDATE": "5"})
     assert words[:2] == ["--max-update", "5"] and log == ["max-update 5 (yours: MAX_UPDATE)"]
+    words, _, n = plan("clear", data, "", 64, True, ["--batch-size", "64"], {"EPOCHS": "100"})
+    assert n == 100 * math.ceil(600 / 64) and words[words.index("--log-interval") + 1] == "3"  # CPU: a line soon
     with pytest.raises(ValueError, match="EPOCHS must be a positive number"):
         plan("clear", data, "", 64, True, [], {"EPOCHS": "0"})
 
