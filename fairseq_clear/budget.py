@@ -73,6 +73,16 @@ def count_examples(mode: str, data: str, words: List[str]) -> Tuple[int, str]:
                f"({os.path.join(data, 'train')}.idx)")
 
 
+def updates_per_epoch(examples: int, batch: int, multiple: int = 8) -> int:
+    """The batches fairseq makes of ``examples`` at ``batch`` each: full batches, then the rest cut
+    to a multiple of --required-batch-size-multiple and what is left over (20 at 64 and 8: 16 + 4;
+    the plugin keeps that last batch, which fairseq would drop)."""
+    full, rest = divmod(examples, batch)
+    if batch % multiple:
+        return full + (rest > 0)
+    return full + (rest // multiple > 0) + (rest % multiple > 0)
+
+
 def log_interval(max_update: int, cpu: bool) -> int:
     """About 50 log lines a run, and early: on a CPU every 3 updates at most (MiniLM, batch 64, took
     8 s an update on a loaded 2-core machine: a line within about 25 s of the first update)."""
@@ -99,7 +109,7 @@ def plan(mode: str, data: str, epochs: str, batch: int, cpu: bool, words: List[s
         log.append(f"max-update {max_update} (yours: {'--max-update' if given(words, 'max-update') else 'MAX_UPDATE'})")
     else:
         n, what = count_examples(mode, data, words)
-        per_epoch = -(-n // batch)
+        per_epoch = updates_per_epoch(n, batch, int(given(words, "required-batch-size-multiple") or 8))
         max_update = max(1, int(round(n_epochs * per_epoch)))
         out += ["--max-update", str(max_update)]
         log.append(f"max-update {max_update} = {epochs} epoch(s) ({epochs_source}) x {per_epoch} updates of "

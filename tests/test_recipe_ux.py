@@ -58,7 +58,9 @@ def test_clear_takes_one_sentence_per_line_and_sizes_the_run_from_it(lines_run):
     summary = json.loads((root / "out" / "data" / "summary.json").read_text())
     sentences = summary["splits"]["train"]["sentences"]
     assert summary["options"]["documents"] == "lines" and sentences > 100
-    expected = math.ceil(sentences / (32 if not torch.cuda.is_available() else 256))
+    from fairseq_clear.budget import updates_per_epoch
+
+    expected = updates_per_epoch(sentences, 32 if not torch.cuda.is_available() else 256)
     assert f"recipe: max-update {expected} = 1 epoch(s)" in out, out[-4000:]
     assert f"over {sentences:,} sentences" in out
     log = (root / "out" / "checkpoints" / "train.log").read_text()
@@ -117,7 +119,9 @@ def test_simcse_sup_runs_the_papers_three_epochs_of_the_pairs(bert, tmp_path):
     proc = run_cli([RUN, "simcse-sup", bert, pairs, tmp_path / "out", "--batch-size", "16"],
                    env=dict(UNSET, CPU="1"), cwd=tmp_path)
     rows = json.loads((tmp_path / "out" / "pairs" / "pairs.json").read_text())["splits"]["train"]["pairs_written"]
-    per_epoch = math.ceil(rows / 16)
+    from fairseq_clear.budget import updates_per_epoch
+
+    per_epoch = updates_per_epoch(rows, 16)
     assert f"recipe: max-update {3 * per_epoch} = 3 epoch(s) (SimCSE: 3 epochs supervised) x {per_epoch} updates of 16" \
         in proc.stdout, proc.stdout[-3000:]
     assert _updates(proc.stdout) == list(range(1, 3 * per_epoch + 1))
@@ -149,7 +153,11 @@ def test_continued_values_for_clsr_are_the_models_pooling_only():
 
 
 def test_budget_yields_to_the_user(tiny_data):
-    from fairseq_clear.budget import plan
+    from fairseq_clear.budget import plan, updates_per_epoch
+
+    # fairseq's batches: 2,940 sentences at 64 are 45 x 64, then 16 + 4 (--required-batch-size-multiple 8)
+    assert [updates_per_epoch(2940, 64), updates_per_epoch(600, 64), updates_per_epoch(20, 16, 1),
+            updates_per_epoch(21, 12, 8)] == [47, 10, 2, 2]
 
     data = str(tiny_data)
     words, log, n = plan("clear", data, "", 64, True, ["--batch-size", "64"], {})
