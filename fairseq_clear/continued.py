@@ -1,6 +1,7 @@
 """The recipes' values for continuing a pre-trained model, and where each comes from.
 
-    python -m fairseq_clear.continued MODE CHECKPOINT [--cpu] [--max-update N] [--sts-dev FILE] -- [USER OPTIONS]
+    python -m fairseq_clear.continued MODE CHECKPOINT|- [--cpu] [--sts-dev FILE]
+        [--data DATA --recipe-options "RECIPE OPTIONS" [--warmup-ratio R]] -- [USER OPTIONS]
 
 prints fairseq-train options (shell words, on one line) that the example recipes put after their
 own settings and before the user's options, and logs one line per value on stderr saying where it
@@ -18,9 +19,12 @@ starting model before the first update, every checkpoint interval after, and kee
 
 import argparse
 import os
+import shlex
 import sys
 from typing import Dict, List, Tuple
 
+from .budget import given as _given
+from .budget import plan
 from .paper_defaults import CONTINUED, PAPER_BATCH  # the papers' values live in one file
 
 MODES = ("clear", "declutr", "simcse-unsup", "simcse-sup", "clsr")
@@ -48,15 +52,25 @@ def read_record(checkpoint: str) -> Dict[str, object]:
             "sentence_normalize": bool(get("sentence_normalize")), "encoder_embed_dim": get("encoder_embed_dim")}
 
 
-def _given(user: List[str], option: str) -> str:
-    """The value of ``--option`` in the user's options (the last one), else ''."""
-    value = ""
-    for i, word in enumerate(user):
-        if word == "--" + option and i + 1 < len(user):
-            value = user[i + 1]
-        elif word.startswith("--" + option + "="):
-            value = word.split("=", 1)[1]
-    return value
+def sts_options(user: List[str], max_update: int = 0, sts_dev: str = "") -> Tuple[List[str], List[str]]:
+    """(fairseq-train options, log lines) of STS_DEV: score the start and keep the best."""
+    out, log = [], []
+    if sts_dev:
+        interval = max(1, min(125, max_update // 10)) if max_update else 125  # SimCSE evaluates every 125
+        if not _given(user, "validate-interval-updates"):
+            out += ["--validate-interval-updates", str(interval)]
+        if not _given(user, "save-interval-updates"):
+            out += ["--save-interval-updates", str(interval)]
+        out += ["--sts-validation", sts_dev, "--best-checkpoint-metric", "sts_b_spearman",
+                "--maximize-best-checkpoint-metric"]
+        log.append(f"STS dev {sts_dev}: the start is scored before the first update, then every "
+                   f"{_given(user, 'validate-interval-updates') or interval} updates; the best, the start "
+                   "included, is checkpoint_best.pt")
+    else:
+        log.append("no STS_DEV: the start is not scored and nothing keeps a better checkpoint; set STS_DEV= "
+                   "STS-B's sts-dev.csv (or your own pairs in its format) so that the run never ends worse "
+                   "than it started")
+    return out, log
 
 
 def options(mode: str, record: Dict[str, object], cpu: bool, user: List[str], env: Dict[str, str],
@@ -95,21 +109,9 @@ def options(mode: str, record: Dict[str, object], cpu: bool, user: List[str], en
     else:
         log.append("the checkpoint was not imported as a pre-trained model (no --pretrained-kind): the recipe's "
                    "own values (sized for a model trained here from scratch)")
-    if sts_dev:
-        interval = max(1, min(125, max_update // 10)) if max_update else 125  # SimCSE evaluates every 125
-        if not _given(user, "validate-interval-updates"):
-            out += ["--validate-interval-updates", str(interval)]
-        if not _given(user, "save-interval-updates"):
-            out += ["--save-interval-updates", str(interval)]
-        out += ["--sts-validation", sts_dev, "--best-checkpoint-metric", "sts_b_spearman",
-                "--maximize-best-checkpoint-metric"]
-        log.append(f"STS dev {sts_dev}: the start is scored before the first update, then every "
-                   f"{_given(user, 'validate-interval-updates') or interval} updates; the best, the start "
-                   "included, is checkpoint_best.pt")
-    else:
-        log.append("no STS_DEV: the start is not scored and nothing keeps a better checkpoint; set STS_DEV= "
-                   "STS-B's sts-dev.csv (or your own pairs in its format) so that the run never ends worse "
-                   "than it started")
+    sts, sts_log = sts_options(user, max_update, sts_dev)
+    out += sts
+    log += sts_log
     return out, log
 
 
@@ -150,15 +152,36 @@ def main(argv=None):
     p.add_argument("--cpu", action="store_true")
     p.add_argument("--max-update", type=int, default=0)
     p.add_argument("--sts-dev", default="")
+    p.add_argument("--data", default="", help="the binarized corpus: the budget comes from its size")
+    p.add_argument("--recipe-options", default="", help="the recipe's own fairseq-train options (one string)")
+    p.add_argument("--warmup-ratio", type=float, default=0.0)
     args = p.parse_args(argv)
     if args.sts_dev and not os.path.exists(args.sts_dev):
         sys.exit(f"error: STS_DEV '{args.sts_dev}' does not exist")
+    env = dict(os.environ)
     try:
-        record = read_record(args.checkpoint)
+        record = read_record(args.checkpoint) if args.checkpoint != "-" else {}
     except Exception as e:  # an unreadable checkpoint: model-args names it too
         sys.exit(f"error: cannot read '{args.checkpoint}': {e}")
-    words, log = options(args.mode, record, args.cpu, user, dict(os.environ), args.max_update,
-                         os.path.abspath(args.sts_dev) if args.sts_dev else "")
+    max_update = args.max_update
+    budget, budget_log = [], []
+    if args.data:
+        # the batch and span options the run gets: the recipe's, the continued values, yours
+        first, _ = options(args.mode, record, args.cpu, user, env) if record else ([], [])
+        every = shlex.split(args.recipe_options) + first + user
+        try:
+            budget, budget_log, max_update = plan(
+                args.mode, args.data, "", int(_given(every, "batch-size") or 1), args.cpu, every, env,
+                args.warmup_ratio, warmup=_given(first, "warmup-updates") or None)
+        except (OSError, ValueError, KeyError) as e:
+            sys.exit(f"error: {e}")
+    if record:
+        words, log = options(args.mode, record, args.cpu, user, env, max_update,
+                             os.path.abspath(args.sts_dev) if args.sts_dev else "")
+    else:
+        words, log = sts_options(user, max_update, os.path.abspath(args.sts_dev) if args.sts_dev else "")
+        log = log if args.sts_dev else []  # a model from scratch: nothing to keep from the start
+    words, log = words + budget, budget_log + log
     for line in log:
         print(f"recipe: {line}", file=sys.stderr)
     print(" ".join(words))

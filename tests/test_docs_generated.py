@@ -93,7 +93,8 @@ def test_quoted_repository_paths_exist(doc):
 
 
 def test_every_recipe_variable_is_in_the_readme_knob_table():
-    scripts = [*REPO.glob("examples/*/*.sh"), *REPO.glob("examples/*/*.sbatch"), REPO / "preprocess" / "prepare.sh"]
+    scripts = [*REPO.glob("examples/*.sh"), *REPO.glob("examples/*/*.sh"), *REPO.glob("examples/*/*.sbatch"),
+               REPO / "preprocess" / "prepare.sh"]
     read = set()
     for script in scripts:
         read |= set(re.findall(r"\$\{([A-Z_]+):[-?=]", script.read_text(encoding="utf-8")))

@@ -76,3 +76,26 @@ def test_clear_plot_refuses_a_log_without_json_records(tmp_path):
     assert proc.returncode == 2
     assert f"'{log}' holds no train_inner or valid records" in proc.stdout and "--log-format json" in proc.stdout
     assert not (tmp_path / "c.png").exists()
+
+
+def test_clear_plot_names_runs_that_share_a_folder_name(tmp_path):
+    """Two run.sh outputs: run1/checkpoints/train.log and run2/checkpoints/train.log are two runs
+    (both used to be 'checkpoints/train.log', the first dropped)."""
+    import json
+
+    from helpers import bin_path
+
+    pytest.importorskip("matplotlib")
+    logs = []
+    for i, run in enumerate(["run1", "run2", "x/run1"]):
+        log = tmp_path / run / "checkpoints" / "train.log"
+        log.parent.mkdir(parents=True)
+        log.write_text("".join(
+            f'2026-01-01 00:00:00 | INFO | train_inner | {{"epoch": 1, "update": {u}, "loss": "{3 - u / 10 + i}", '
+            f'"num_updates": "{u}"}}\n' for u in (1, 2)))
+        logs.append(log)
+    run_cli([bin_path("clear-plot"), *logs, "--out", tmp_path / "c.png", "--json", tmp_path / "c.json"], cwd=tmp_path)
+    curves = json.loads((tmp_path / "c.json").read_text())
+    assert sorted(curves) == sorted([f"{tmp_path.name}/run1/checkpoints/train.log", "run2/checkpoints/train.log",
+                                     "x/run1/checkpoints/train.log"]), list(curves)
+    assert [c["loss"][0][1] for c in curves.values()] == [2.9, 3.9, 4.9]

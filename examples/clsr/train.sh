@@ -18,10 +18,11 @@
 #                  gradient, no dropout); heads of another shape are re-initialised.
 #
 # Environment:
-#   SAVE_DIR  (default: checkpoints/clsr)    CPU=1  CPU-sized: batch 128, 20 epochs
+#   SAVE_DIR  (default: checkpoints/clsr)    CPU    1: batch 128, 20 epochs; default: 1 without CUDA
 #   EPOCHS    (default: the paper's 2,000)   E_DIM  e's hidden and output size, h's
 #   BATCH     (default: the paper's 512)            output size (default: the encoder's)
-#   POOLING   mean (paper, Table 4) or cls   SEED   (default: 1)
+#   POOLING   mean (paper, Table 4) or cls; default: a sentence-embedding model's own pooling, else mean
+#   SEED      (default: 1)                   STS_DEV  STS-B's sts-dev.csv: the start scored, the best kept
 #
 #   OPTIMIZER adam (default, lr 1e-3) or sgd (momentum 0.9, lr 0.5)   LR  overrides
 #
@@ -39,16 +40,18 @@ case "$INIT" in -*) INIT=./$INIT ;; esac
 [[ -f "$DATA/pairs.json" ]] || { echo "error: '$DATA' has no pairs.json: build it with clear-prepare-pairs" >&2; exit 1; }
 SAVE_DIR=${SAVE_DIR:-checkpoints/clsr}
 USER_DIR=$(clear-user-dir 2>/dev/null || echo fairseq_clear)
+# shellcheck source=../common.sh  # CPU (detected), WORKERS, CPU_FLAG, train_logged
+source "$(cd "$(dirname "$0")/.." && pwd)/common.sh"
 # a refusal (its error: line is on stderr) stops the recipe: set -e does not see a failure
 # inside "<<< $(...)", so the flags are captured first
 MODEL_ARGS_TEXT=$(python -m fairseq_clear.cli.glue model-args "$INIT")
 read -r -a MODEL_ARGS <<< "$MODEL_ARGS_TEXT"
 # e and h default to the encoder's width (768 for a base model, as in the paper)
 E_DIM=${E_DIM:-$(printf '%s\n' "${MODEL_ARGS[@]}" | grep -A1 -- '--encoder-embed-dim' | tail -1)}
-if [[ "${CPU:-0}" == "1" ]]; then
-  EPOCHS=${EPOCHS:-20}; BATCH=${BATCH:-128}; DEVICE=(--cpu --num-workers 0)
+if [[ "$CPU" == "1" ]]; then
+  EPOCHS=${EPOCHS:-20}; BATCH=${BATCH:-128}; DEVICE=(--cpu --num-workers "$WORKERS")
 else
-  EPOCHS=${EPOCHS:-2000}; BATCH=${BATCH:-512}; DEVICE=(--num-workers 2)
+  EPOCHS=${EPOCHS:-2000}; BATCH=${BATCH:-512}; DEVICE=(--num-workers "$WORKERS")
 fi
 # an integer, checked: bash arithmetic would run a command substitution hidden in a string
 ROWS=$(python -c "
@@ -70,12 +73,23 @@ case "${OPTIMIZER:-adam}" in
   *) echo "error: OPTIMIZER must be adam or sgd, got '$OPTIMIZER'" >&2; exit 1 ;;
 esac
 echo "CLSR: $ROWS pairs, batch $BATCH, $PER_EPOCH updates/epoch, $EPOCHS epochs = $MAX_UPDATE updates"
+# the model's own pooling (a sentence-embedding model's) unless POOLING, and STS_DEV (the start scored,
+# the best kept). The papers' continued-training learning rates (1e-5 to 5e-5) keep a pre-trained
+# encoder's weights from being destroyed; CLSR's encoder is frozen (no gradient) and only e and h
+# train, from their initialisation, so the heads' own lr above (Adam 1e-3) holds.
+POOL=(--sentence-pooling mean); MY_POOL=()
+if [[ -n "${POOLING:-}" ]]; then POOL=(); MY_POOL=(--sentence-pooling "$POOLING"); fi
+CONT=$(python -m fairseq_clear.continued clsr "$INIT" ${CPU_FLAG[@]+"${CPU_FLAG[@]}"} --max-update "$MAX_UPDATE" \
+  ${STS_DEV:+--sts-dev "$STS_DEV"} -- ${MY_POOL[@]+"${MY_POOL[@]}"} "$@") || exit 1
+read -r -a CONTINUED <<< "$CONT"
+LOG_INTERVAL=$PER_EPOCH
+if [[ "$CPU" == "1" && "$PER_EPOCH" -gt 5 ]]; then LOG_INTERVAL=5; fi  # a line within seconds on a CPU
 mkdir -p "$SAVE_DIR"
-fairseq-train "$DATA" --user-dir "$USER_DIR" \
+train_logged "$SAVE_DIR/train.log" "$DATA" --user-dir "$USER_DIR" \
   --task contrastive_pairs --hard-negatives off \
   --criterion clear --loss-form nt-xent --temperature 0.1 \
   --finetune-from-model "$INIT" "${MODEL_ARGS[@]}" --freeze-encoder \
-  --sentence-pooling "${POOLING:-mean}" \
+  ${POOL[@]+"${POOL[@]}"} \
   --sentence-mlp-hidden-dim "$E_DIM" --sentence-mlp-dim "$E_DIM" \
   --projection-layers 1 --projection-dim "$E_DIM" \
   --batch-size "$BATCH" --required-batch-size-multiple 1 \
@@ -84,5 +98,5 @@ fairseq-train "$DATA" --user-dir "$USER_DIR" \
   --lr-period-updates $(( MAX_UPDATE - WARMUP + 1 )) --max-update "$MAX_UPDATE" \
   --seed "${SEED:-1}" --save-dir "$SAVE_DIR" --no-epoch-checkpoints \
   --save-interval $(( EPOCHS / 10 > 0 ? EPOCHS / 10 : 1 )) --validate-interval $(( EPOCHS / 10 > 0 ? EPOCHS / 10 : 1 )) \
-  --log-format json --log-interval "$PER_EPOCH" \
-  "${DEVICE[@]}" "$@" 2>&1 | tee "$SAVE_DIR/train.log"
+  --log-interval "$LOG_INTERVAL" "${DEVICE[@]}" \
+  ${CONTINUED[@]+"${CONTINUED[@]}"} ${MY_POOL[@]+"${MY_POOL[@]}"} "$@"

@@ -13,11 +13,13 @@
 #
 # Environment:
 #   SAVE_DIR    checkpoints and train.log (default: checkpoints/declutr)
-#   CPU=1       the CPU-sized variant: clear_roberta_tiny, spans of 8-64 tokens,
-#               8 documents per batch, 200 updates (MAX_UPDATE overrides)
+#   CPU         1: the CPU-sized variant: clear_roberta_tiny, spans of 8-64 tokens, 8 documents
+#               per batch; default: 1 without a CUDA device (CPU=0 forces the GPU settings)
+#   EPOCHS      passes over the documents DeCLUTR can sample (default: the paper's 1): --max-update
+#               and the schedule come from DATA_BIN; MAX_UPDATE sets the number of updates instead
+#   STS_DEV     STS-B's sts-dev.csv (or your own pairs): the start scored, the best kept
 #   ARCH        model when training from scratch (default: clear_roberta_base; with
 #               INIT_CHECKPOINT the checkpoint's arch, sizes and positions are used)
-#   NUM_DOCS    training documents, for the schedule (default: the paper's 495,243)
 #   SEED        random seed (default: 1)
 #
 # Paper (§3, §4.1): A = 2 anchors per document, P = 2 positives per anchor,
@@ -43,22 +45,17 @@ if [[ $# -gt 0 && "$1" != -* ]]; then INIT=$1; shift; fi
 SAVE_DIR=${SAVE_DIR:-checkpoints/declutr}
 SEED=${SEED:-1}
 USER_DIR=$(clear-user-dir 2>/dev/null || echo fairseq_clear)
+# shellcheck source=../common.sh  # CPU (detected), WORKERS, CPU_FLAG, train_logged
+source "$(cd "$(dirname "$0")/.." && pwd)/common.sh"
 
-if [[ "${CPU:-0}" == "1" ]]; then
+if [[ "$CPU" == "1" ]]; then
   ARCH=${ARCH:-clear_roberta_tiny}
-  MAX_UPDATE=${MAX_UPDATE:-200}
   SETTINGS=(--arch "$ARCH" --tokens-per-sample 128 --min-span-length 8 --max-span-length 64
-            --batch-size 8 --lr 5e-4 --warmup-updates $((MAX_UPDATE / 10))
-            --total-num-update "$MAX_UPDATE" --max-update "$MAX_UPDATE"
-            --cpu --num-workers 0 --log-interval 10)
+            --batch-size 8 --lr 5e-4 --cpu --num-workers "$WORKERS")
 else
   ARCH=${ARCH:-clear_roberta_base}
-  NUM_DOCS=${NUM_DOCS:-495243}
-  MAX_UPDATE=${MAX_UPDATE:-$(( (NUM_DOCS + 15) / 16 ))}   # 1 epoch at 16 documents per batch
   SETTINGS=(--arch "$ARCH" --tokens-per-sample 512 --min-span-length 32 --max-span-length 512
-            --batch-size 16 --lr 5e-5 --warmup-updates $((MAX_UPDATE / 10))
-            --total-num-update "$MAX_UPDATE" --max-update "$MAX_UPDATE"
-            --num-workers 4 --log-interval 100)
+            --batch-size 16 --lr 5e-5 --num-workers "$WORKERS")
 fi
 INIT_ARGS=()
 if [[ "$INIT" != "-" ]]; then
@@ -68,15 +65,17 @@ if [[ "$INIT" != "-" ]]; then
   MODEL_ARGS_TEXT=$(python -m fairseq_clear.cli.glue model-args "$INIT")
   read -r -a MODEL_ARGS <<< "$MODEL_ARGS_TEXT"
   INIT_ARGS=(--finetune-from-model "$INIT" "${MODEL_ARGS[@]}")
-  # a pre-trained model: DeCLUTR's continued-training values and the model's own pooling (yours win)
-  CONT=$(python -m fairseq_clear.continued declutr "$INIT" $([[ "${CPU:-0}" == "1" ]] && echo --cpu) \
-    --max-update "$MAX_UPDATE" ${STS_DEV:+--sts-dev "$STS_DEV"} -- "$@") || exit 1
-  read -r -a CONTINUED <<< "$CONT"
-  INIT_ARGS+=(${CONTINUED[@]+"${CONTINUED[@]}"})
 fi
+# a pre-trained model: DeCLUTR's continued-training values and the model's own pooling (yours win);
+# any model: --max-update, the schedule (warm-up over the first 10%) and the log interval from the
+# documents of DATA_BIN DeCLUTR can sample and EPOCHS
+CONT=$(python -m fairseq_clear.continued declutr "$INIT" ${CPU_FLAG[@]+"${CPU_FLAG[@]}"} --warmup-ratio 0.1 \
+  --data "$DATA" --recipe-options "${SETTINGS[*]} --num-anchors 2" ${STS_DEV:+--sts-dev "$STS_DEV"} -- "$@") || exit 1
+read -r -a CONTINUED <<< "$CONT"
+INIT_ARGS+=(${CONTINUED[@]+"${CONTINUED[@]}"})
 
 mkdir -p "$SAVE_DIR"
-fairseq-train "$DATA" --user-dir "$USER_DIR" \
+train_logged "$SAVE_DIR/train.log" "$DATA" --user-dir "$USER_DIR" \
   --task declutr --criterion clear \
   --num-anchors 2 --num-positives 2 \
   --anchor-length-beta 4,2 --positive-length-beta 2,4 \
@@ -86,6 +85,4 @@ fairseq-train "$DATA" --user-dir "$USER_DIR" \
   --optimizer adam --adam-betas '(0.9,0.999)' --adam-eps 1e-6 --weight-decay 0.1 --clip-norm 1.0 \
   --lr-scheduler polynomial_decay \
   --seed "$SEED" --save-dir "$SAVE_DIR" --no-epoch-checkpoints \
-  --log-format json \
-  "${SETTINGS[@]}" ${INIT_ARGS[@]+"${INIT_ARGS[@]}"} \
-  "$@" 2>&1 | tee "$SAVE_DIR/train.log"
+  "${SETTINGS[@]}" ${INIT_ARGS[@]+"${INIT_ARGS[@]}"} "$@"

@@ -9,18 +9,24 @@
 #            bert-base-uncased, roberta-base, distilroberta-base, xlm-roberta-base, an SBERT
 #            model such as all-MiniLM-L6-v2), imported with clear-import-hf; or a fairseq
 #            RoBERTa directory as fairseq ships it (model.pt, dict.txt, encoder.json, vocab.bpe)
-# INPUT      raw text for clear / declutr (documents separated by blank lines) and
-#            simcse-unsup (one sentence per line); labelled pairs for simcse-sup / clsr
+# INPUT      raw text: for clear, one sentence per line or documents separated by blank lines
+#            (a file without blank lines is read as one sentence per line); for declutr,
+#            documents of at least 2·A·ℓmax tokens (256 with the CPU settings, 2,048 with the
+#            GPU ones) separated by blank lines; for simcse-unsup, one sentence per line;
+#            labelled pairs for simcse-sup / clsr
 #            (any clear-prepare-pairs format: SimCSE's nli csv, SNLI/MNLI jsonl, STS-B tsv, ...)
 # OUT        work directory: OUT/model (the import), OUT/data (clear-prepare) or OUT/pairs
 #            (clear-prepare-pairs), OUT/checkpoints
 #
 # Each step is skipped when its output exists (clear-prepare resumes on its own).
-# Environment: CPU=1 (CPU-sized schedules of the recipes), STS_DEV (STS-B's sts-dev.csv or your own
-# pairs in its format: the start is scored, the best checkpoint, the start included, is kept and
-# exported to OUT/export), SEED, PREPARE_ARGS (more clear-prepare
-# options, e.g. "--input-format lines --documents lines" for one sentence per line), and for clear
-# AUGMENTATIONS (default del-span,reorder: CLEAR's best GLUE pair, Table 1), MAX_UPDATE, LR.
+# Environment: CPU (1: the recipes' CPU settings; default: 1 when there is no CUDA device),
+# EPOCHS (passes over the corpus, default the mode's paper's: --max-update and the schedule come
+# from the corpus size), MAX_UPDATE (the number of updates instead), STS_DEV (STS-B's sts-dev.csv
+# or your own pairs in its format: the start is scored, the best checkpoint, the start included,
+# is kept and exported to OUT/export), SEED, PREPARE_ARGS (more clear-prepare options, e.g.
+# "--input-format text" for one paragraph per line), and for clear AUGMENTATIONS (default
+# del-span,reorder: CLEAR's best GLUE pair, Table 1), LR.
+# Training logs: OUT/checkpoints/train.log (all of it; the terminal gets a progress bar).
 #
 # Downloads (online; the plugin never downloads):
 #   huggingface-cli download roberta-base --local-dir roberta-base
@@ -57,8 +63,20 @@ INIT=$MODEL/model.pt
 # 2. the data, encoded with the model's tokenizer and dict.txt
 case "$MODE" in
   clear|declutr)
+    # a file without blank lines holds no document separators: one sentence per line
+    LAYOUT=()
+    if [[ -f "$INPUT" ]] && ! grep -qE '^[[:space:]]*$' "$INPUT"; then
+      if [[ "$MODE" == "declutr" ]]; then
+        echo "error: declutr needs documents of at least 2·A·ℓmax tokens (256 with the CPU settings, 2,048 with the GPU ones) separated by blank lines; '$INPUT' has no blank line (for one sentence per line use clear or simcse-unsup)" >&2
+        exit 1
+      fi
+      case " ${PREPARE_ARGS:-} " in *" --input-format"*|*" --documents"*) ;; *)
+        LAYOUT=(--input-format lines --documents lines)
+        echo "recipe: '$INPUT' has no blank line: one sentence per line (--input-format lines --documents lines; PREPARE_ARGS='--input-format text' for paragraphs)" >&2 ;;
+      esac
+    fi
     # shellcheck disable=SC2086  # PREPARE_ARGS: more clear-prepare options, word-split
-    clear-prepare "$INPUT" "$OUT/data" --tokenizer-from "$MODEL" --no-progress ${PREPARE_ARGS:-}
+    clear-prepare "$INPUT" "$OUT/data" --tokenizer-from "$MODEL" --no-progress ${LAYOUT[@]+"${LAYOUT[@]}"} ${PREPARE_ARGS:-}
     DATA=$OUT/data/data-bin ;;
   simcse-unsup)
     clear-prepare "$INPUT" "$OUT/data" --tokenizer-from "$MODEL" --input-format lines --documents lines --no-progress
@@ -83,23 +101,26 @@ case "$MODE" in
     MODEL_ARGS_TEXT=$(python -m fairseq_clear.cli.glue model-args "$INIT")
     read -r -a MODEL_ARGS <<< "$MODEL_ARGS_TEXT"
     USER_DIR=$(clear-user-dir 2>/dev/null || echo fairseq_clear)
-    if [[ "${CPU:-0}" == "1" ]]; then
-      MAX_UPDATE=${MAX_UPDATE:-300}; SETTINGS=(--batch-size 32 --cpu --num-workers 0 --log-interval 10)
+    # shellcheck source=../common.sh  # CPU (detected), WORKERS, CPU_FLAG, train_logged
+    source "$HERE/common.sh"
+    if [[ "$CPU" == "1" ]]; then
+      SETTINGS=(--batch-size 32 --cpu --num-workers "$WORKERS")
     else
-      MAX_UPDATE=${MAX_UPDATE:-20000}; SETTINGS=(--batch-size 256 --num-workers 4 --log-interval 100)
+      SETTINGS=(--batch-size 256 --num-workers "$WORKERS")
     fi
-    CONT=$(python -m fairseq_clear.continued clear "$INIT" $([[ "${CPU:-0}" == "1" ]] && echo --cpu) \
-      --max-update "$MAX_UPDATE" ${STS_DEV:+--sts-dev "$STS_DEV"} -- "$@") || exit 1
+    # the continued-training values; --max-update, the schedule (warm-up over the first 10%) and the
+    # log interval from the corpus's sentences and EPOCHS
+    CONT=$(python -m fairseq_clear.continued clear "$INIT" ${CPU_FLAG[@]+"${CPU_FLAG[@]}"} --warmup-ratio 0.1 \
+      --data "$DATA" --recipe-options "${SETTINGS[*]}" ${STS_DEV:+--sts-dev "$STS_DEV"} -- "$@") || exit 1
     read -r -a CONTINUED <<< "$CONT"
     mkdir -p "$SAVE_DIR"
-    fairseq-train "$DATA" --user-dir "$USER_DIR" --task clear --criterion clear \
+    train_logged "$SAVE_DIR/train.log" "$DATA" --user-dir "$USER_DIR" --task clear --criterion clear \
       --augmentations "${AUGMENTATIONS:-del-span,reorder}" \
       --finetune-from-model "$INIT" "${MODEL_ARGS[@]}" \
       --optimizer adam --adam-betas '(0.9,0.98)' --adam-eps 1e-6 --weight-decay 0.01 --clip-norm 0.0 \
-      --lr "${LR:-1e-5}" --lr-scheduler polynomial_decay --warmup-updates $(( MAX_UPDATE / 10 )) \
-      --total-num-update "$MAX_UPDATE" --max-update "$MAX_UPDATE" \
-      --seed "${SEED:-1}" --save-dir "$SAVE_DIR" --no-epoch-checkpoints --log-format json \
-      "${SETTINGS[@]}" ${CONTINUED[@]+"${CONTINUED[@]}"} "$@" 2>&1 | tee "$SAVE_DIR/train.log" ;;
+      --lr "${LR:-1e-5}" --lr-scheduler polynomial_decay \
+      --seed "${SEED:-1}" --save-dir "$SAVE_DIR" --no-epoch-checkpoints \
+      "${SETTINGS[@]}" ${CONTINUED[@]+"${CONTINUED[@]}"} "$@" ;;
 esac
 # the best checkpoint by STS_DEV (the start included) when the run kept one, else the last
 CKPT=checkpoint_last.pt

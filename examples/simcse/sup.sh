@@ -15,9 +15,11 @@
 #            Without a hard_neg column (Quora, STS-B, SICK) the loss is SimCSE's without them.
 #
 # Environment:
-#   SAVE_DIR  (default: checkpoints/simcse-sup)   CPU=1  CPU-sized: 300 updates, batch 64, mean pooling
-#   HARD_NEGATIVE_WEIGHT (default: 0, SimCSE's)
-#   NUM_PAIRS for the schedule (default: 275,601 rows of nli_for_simcse.csv)
+#   SAVE_DIR  (default: checkpoints/simcse-sup)   HARD_NEGATIVE_WEIGHT (default: 0, SimCSE's)
+#   CPU       1: CPU-sized (batch 64; from scratch: mean pooling, lr 5e-4); default: 1 without a CUDA device
+#   EPOCHS    passes over PAIRS_BIN's pairs (default: SimCSE's 3): --max-update and the schedule come
+#             from the rows clear-prepare-pairs wrote; MAX_UPDATE sets the number of updates instead
+#   STS_DEV   STS-B's sts-dev.csv (or your own pairs in its format): the start scored, the best kept
 #
 # SimCSE (sup RoBERTa-base): 3 epochs, batch 512, lr 5e-5, max length 32, τ = 0.05,
 # hard-negative log-weight 0, [CLS] with an MLP (kept at test: embed(head="projection")
@@ -33,35 +35,33 @@ case "$INIT" in -*) INIT=./$INIT ;; esac
 [[ -d "$DATA/sent0" ]] || { echo "error: '$DATA' has no sent0/: build it with clear-prepare-pairs" >&2; exit 1; }
 SAVE_DIR=${SAVE_DIR:-checkpoints/simcse-sup}
 USER_DIR=$(clear-user-dir 2>/dev/null || echo fairseq_clear)
+# shellcheck source=../common.sh  # CPU (detected), WORKERS, CPU_FLAG, train_logged
+source "$(cd "$(dirname "$0")/.." && pwd)/common.sh"
 # the encoder's arch, sizes and positions are the checkpoint's
 # a refusal (its error: line is on stderr) stops the recipe: set -e does not see a failure
 # inside "<<< $(...)", so the flags are captured first
 MODEL_ARGS_TEXT=$(python -m fairseq_clear.cli.glue model-args "$INIT")
 read -r -a MODEL_ARGS <<< "$MODEL_ARGS_TEXT"
-if [[ "${CPU:-0}" == "1" ]]; then
-  MAX_UPDATE=${MAX_UPDATE:-300}
+if [[ "$CPU" == "1" ]]; then
   # a 2-layer model's [CLS] carries little: mean pooling, and a higher lr
-  SETTINGS=(--batch-size 64 --lr 5e-4 --sentence-pooling mean --cpu --num-workers 0
-            --log-interval 20)
+  SETTINGS=(--batch-size 64 --lr 5e-4 --sentence-pooling mean --cpu --num-workers "$WORKERS")
 else
-  MAX_UPDATE=${MAX_UPDATE:-$(( 3 * ((${NUM_PAIRS:-275601} + 511) / 512) ))}
-  SETTINGS=(--batch-size 512 --lr 5e-5 --num-workers 4
-            --log-interval 100)
+  SETTINGS=(--batch-size 512 --lr 5e-5 --num-workers "$WORKERS")
 fi
 # continuing a pre-trained model: the papers' continued-training values (lr, τ, warm-up, batch) and
-# the model's own pooling, after the settings above and before yours (yours win); STS_DEV keeps the best
-CONT=$(python -m fairseq_clear.continued simcse-sup "$INIT" $([[ "${CPU:-0}" == "1" ]] && echo --cpu) \
-  --max-update "$MAX_UPDATE" ${STS_DEV:+--sts-dev "$STS_DEV"} -- "$@") || exit 1
+# the model's own pooling, after the settings above and before yours (yours win); STS_DEV keeps the
+# best; --max-update, the schedule and the log interval from the number of pairs and EPOCHS
+CONT=$(python -m fairseq_clear.continued simcse-sup "$INIT" ${CPU_FLAG[@]+"${CPU_FLAG[@]}"} \
+  --data "$DATA" --recipe-options "${SETTINGS[*]}" ${STS_DEV:+--sts-dev "$STS_DEV"} -- "$@") || exit 1
 read -r -a CONTINUED <<< "$CONT"
 mkdir -p "$SAVE_DIR"
-fairseq-train "$DATA" --user-dir "$USER_DIR" \
+train_logged "$SAVE_DIR/train.log" "$DATA" --user-dir "$USER_DIR" \
   --task contrastive_pairs --tokens-per-sample 32 \
   --criterion clear --loss-form simcse --temperature 0.05 \
   --hard-negative-weight "${HARD_NEGATIVE_WEIGHT:-0}" \
   --sentence-pooling cls --projection-layers 1 --projection-output-activation-fn tanh \
   --finetune-from-model "$INIT" "${MODEL_ARGS[@]}" \
   --optimizer adam --adam-betas '(0.9,0.999)' --adam-eps 1e-8 --weight-decay 0.0 \
-  --lr-scheduler polynomial_decay --warmup-updates 0 --total-num-update "$MAX_UPDATE" \
-  --max-update "$MAX_UPDATE" \
-  --seed "${SEED:-1}" --save-dir "$SAVE_DIR" --no-epoch-checkpoints --log-format json \
-  "${SETTINGS[@]}" ${CONTINUED[@]+"${CONTINUED[@]}"} "$@" 2>&1 | tee "$SAVE_DIR/train.log"
+  --lr-scheduler polynomial_decay --warmup-updates 0 \
+  --seed "${SEED:-1}" --save-dir "$SAVE_DIR" --no-epoch-checkpoints \
+  "${SETTINGS[@]}" ${CONTINUED[@]+"${CONTINUED[@]}"} "$@"

@@ -11,11 +11,12 @@
 # INIT_CHECKPOINT  the pre-trained encoder (SimCSE starts from BERT/RoBERTa)
 #
 # Environment:
-#   SAVE_DIR  (default: checkpoints/simcse-unsup)     CPU=1  CPU-sized: 300 updates, batch 64, mean pooling
-#   SEED      (default: 1)
+#   SAVE_DIR  (default: checkpoints/simcse-unsup)     SEED (default: 1)
+#   CPU       1: CPU-sized (batch 64; from scratch: mean pooling, lr 5e-4); default: 1 without a CUDA device
+#   EPOCHS    passes over DATA_BIN's sentences (default: SimCSE's 1): --max-update and the schedule
+#             come from the corpus size; MAX_UPDATE sets the number of updates instead
 #   STS_DEV   STS-B's sts-dev.csv (or your own pairs in its format): score the start and every
 #             checkpoint interval, keep the best (the start included) as checkpoint_best.pt
-#   NUM_SENTENCES  for the 1-epoch schedule (default: SimCSE's 1,000,000)
 #
 # SimCSE (unsup RoBERTa-base): 1 epoch over 10^6 Wikipedia sentences, batch 512,
 # lr 1e-5 (BERT-base: batch 64, lr 3e-5), max length 32, τ = 0.05, linear decay,
@@ -29,34 +30,32 @@ case "$INIT" in -*) INIT=./$INIT ;; esac
 [[ -f "$INIT" ]] || { echo "error: checkpoint '$INIT' does not exist" >&2; exit 1; }
 SAVE_DIR=${SAVE_DIR:-checkpoints/simcse-unsup}
 USER_DIR=$(clear-user-dir 2>/dev/null || echo fairseq_clear)
+# shellcheck source=../common.sh  # CPU (detected), WORKERS, CPU_FLAG, train_logged
+source "$(cd "$(dirname "$0")/.." && pwd)/common.sh"
 # the encoder's arch, sizes and positions are the checkpoint's
 # a refusal (its error: line is on stderr) stops the recipe: set -e does not see a failure
 # inside "<<< $(...)", so the flags are captured first
 MODEL_ARGS_TEXT=$(python -m fairseq_clear.cli.glue model-args "$INIT")
 read -r -a MODEL_ARGS <<< "$MODEL_ARGS_TEXT"
-if [[ "${CPU:-0}" == "1" ]]; then
-  MAX_UPDATE=${MAX_UPDATE:-300}
+if [[ "$CPU" == "1" ]]; then
   # a 2-layer model's [CLS] carries little: mean pooling, and a higher lr
-  SETTINGS=(--batch-size 64 --lr 5e-4 --sentence-pooling mean --cpu --num-workers 0
-            --log-interval 20)
+  SETTINGS=(--batch-size 64 --lr 5e-4 --sentence-pooling mean --cpu --num-workers "$WORKERS")
 else
-  MAX_UPDATE=${MAX_UPDATE:-$(( (${NUM_SENTENCES:-1000000} + 511) / 512 ))}
-  SETTINGS=(--batch-size 512 --lr 1e-5 --num-workers 4
-            --log-interval 100)
+  SETTINGS=(--batch-size 512 --lr 1e-5 --num-workers "$WORKERS")
 fi
 # continuing a pre-trained model: the papers' continued-training values (lr, τ, warm-up, batch) and
-# the model's own pooling, after the settings above and before yours (yours win); STS_DEV keeps the best
-CONT=$(python -m fairseq_clear.continued simcse-unsup "$INIT" $([[ "${CPU:-0}" == "1" ]] && echo --cpu) \
-  --max-update "$MAX_UPDATE" ${STS_DEV:+--sts-dev "$STS_DEV"} -- "$@") || exit 1
+# the model's own pooling, after the settings above and before yours (yours win); STS_DEV keeps the
+# best; --max-update, the schedule and the log interval from the corpus size and EPOCHS
+CONT=$(python -m fairseq_clear.continued simcse-unsup "$INIT" ${CPU_FLAG[@]+"${CPU_FLAG[@]}"} \
+  --data "$DATA" --recipe-options "${SETTINGS[*]}" ${STS_DEV:+--sts-dev "$STS_DEV"} -- "$@") || exit 1
 read -r -a CONTINUED <<< "$CONT"
 mkdir -p "$SAVE_DIR"
-fairseq-train "$DATA" --user-dir "$USER_DIR" \
+train_logged "$SAVE_DIR/train.log" "$DATA" --user-dir "$USER_DIR" \
   --task clear --augmentations none --mlm off --tokens-per-sample 32 \
   --criterion clear --loss-form simcse --temperature 0.05 \
   --sentence-pooling cls --projection-layers 1 --projection-output-activation-fn tanh \
   --finetune-from-model "$INIT" "${MODEL_ARGS[@]}" \
   --optimizer adam --adam-betas '(0.9,0.999)' --adam-eps 1e-8 --weight-decay 0.0 \
-  --lr-scheduler polynomial_decay --warmup-updates 0 --total-num-update "$MAX_UPDATE" \
-  --max-update "$MAX_UPDATE" \
-  --seed "${SEED:-1}" --save-dir "$SAVE_DIR" --no-epoch-checkpoints --log-format json \
-  "${SETTINGS[@]}" ${CONTINUED[@]+"${CONTINUED[@]}"} "$@" 2>&1 | tee "$SAVE_DIR/train.log"
+  --lr-scheduler polynomial_decay --warmup-updates 0 \
+  --seed "${SEED:-1}" --save-dir "$SAVE_DIR" --no-epoch-checkpoints \
+  "${SETTINGS[@]}" ${CONTINUED[@]+"${CONTINUED[@]}"} "$@"

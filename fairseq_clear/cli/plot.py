@@ -22,12 +22,31 @@ def get_parser():
     return p
 
 
+def run_names(paths):
+    """A unique name per log: the shortest suffix of its path (folder/file at least) that no other
+    log shares (run.sh's OUT/checkpoints/train.log of two runs: run1/checkpoints/train.log and
+    run2/...); the same file given twice is named twice, numbered."""
+    parts = [os.path.abspath(p).split(os.sep) for p in paths]
+    names = []
+    for i, path in enumerate(parts):
+        others = [q for j, q in enumerate(parts) if j != i and q != path]
+        k = min(2, len(path))
+        while k < len(path) and any(q[-k:] == path[-k:] for q in others):
+            k += 1
+        names.append("/".join(path[-k:]).lstrip("/") or os.sep)
+    seen = {}
+    for i, name in enumerate(names):
+        seen[name] = seen.get(name, 0) + 1
+        if seen[name] > 1:
+            names[i] = f"{name} ({seen[name]})"
+    return names
+
+
 @command
 def main(argv=None):
     args = get_parser().parse_args(argv)
     try:
-        series = {os.path.basename(os.path.dirname(os.path.abspath(p))) + "/" + os.path.basename(p): curves(read_log(p))
-                  for p in args.logs}
+        series = {name: curves(read_log(p)) for name, p in zip(run_names(args.logs), args.logs)}
     except TrainingLogError as e:
         fail(e)
     if args.json:

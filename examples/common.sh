@@ -1,0 +1,26 @@
+# Sourced by the recipes: the device, the data-loading workers and the training command.
+#
+# CPU       1 or 0 chooses; unset: 1 when torch sees no CUDA device
+# WORKERS   data-loading workers: none on a CPU (its cores train), else up to 4 within the cores
+# train_logged LOG OPTIONS...   fairseq-train with the full log (config dump, model, warnings) in LOG
+#           and the rest on the terminal: fairseq's progress bar (--log-format tqdm, with its ETA)
+#           on a terminal, plain json lines elsewhere (a --log-format of yours wins)
+if [[ -z "${CPU:-}" ]]; then
+  CPU=$(python -c 'import torch; print(0 if torch.cuda.is_available() else 1)' 2>/dev/null || echo 1)
+  if [[ "$CPU" == "1" ]]; then
+    echo "recipe: no CUDA device: the CPU settings (CPU=0 or CPU=1 to choose)" >&2
+  fi
+fi
+if [[ "$CPU" == "1" ]]; then
+  WORKERS=${WORKERS:-0}; CPU_FLAG=(--cpu)
+else
+  CORES=$(nproc 2>/dev/null || echo 1)
+  WORKERS=${WORKERS:-$(( CORES - 1 > 4 ? 4 : (CORES > 1 ? CORES - 1 : 0) ))}; CPU_FLAG=()
+fi
+
+train_logged() {
+  local log=$1; shift
+  local format=(--log-format json)
+  if [[ -t 1 && -t 2 ]]; then format=(--log-format tqdm); fi
+  python -m fairseq_clear.cli.train_log --log "$log" -- "${format[@]}" "$@"
+}
