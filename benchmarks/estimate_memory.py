@@ -21,7 +21,7 @@ What a fake tensor cannot know is fixed here: every row has ``--tokens`` tokens 
 ``--mask-prob`` of them are masked (fairseq masks that share of each row), each sentence has two
 views of ``--view-tokens`` tokens (default ``--tokens``: an upper bound, as deletions shorten views),
 and a scalar read from a tensor (a count, a check) reads 1 or False. ``--real --data DIR`` runs the
-same update on real tensors and the task's own batches (tests/test_benchmarks.py: given the views'
+same update on real tensors and the task's own batches (tests/e2e/test_benchmarks.py: given the views'
 padded length, the estimate allocates what that update does, to 1 %).
 Attention: ``fused`` runs the fused kernel that keeps no T x T matrix for the backward (flash /
 memory-efficient attention, what torch picks on a CUDA GPU; estimated with attention dropout 0,

@@ -3,7 +3,7 @@
     python benchmarks/report.py [--out BENCHMARKS.md] [--readme README.md]
 
 ``--readme`` also rewrites the README's block between the ``benchmarks:headline`` markers with
-BENCHMARKS.md's headline (tests/test_docs_generated.py fails when that block differs).
+BENCHMARKS.md's headline (tests/unit/test_docs_generated.py fails when that block differs).
 """
 
 import argparse

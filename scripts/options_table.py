@@ -5,7 +5,7 @@
     python scripts/options_table.py                         # print it
 
 docs/options.md is this script's output, so it cannot drift from the dataclass defaults
-and help strings; tests/test_docs_generated.py fails when the two differ.
+and help strings; tests/unit/test_docs_generated.py fails when the two differ.
 """
 
 import argparse

@@ -1,11 +1,11 @@
 """Run the original SentEval's transfer and probing classifiers (senteval/engine.py with
 binary.py, sst.py, trec.py, mrpc.py, sick.py, snli.py, probing.py and tools/classifier.py,
-tools/validation.py) on the toy data tree of tests/senteval_reference_data.py, and write
-their results: the reference that tests/test_senteval_classifier.py holds our
+tools/validation.py) on the toy data tree of tests/support/senteval_reference_data.py, and write
+their results: the reference that tests/unit/test_senteval_classifier.py holds our
 re-implementation (fairseq_clear/evaluation/senteval_classifier.py) to.
 
     git clone https://github.com/facebookresearch/SentEval /tmp/SentEval
-    python scripts/senteval_classifier_reference.py /tmp/SentEval tests/data/senteval_classifier_reference.json
+    python scripts/senteval_classifier_reference.py /tmp/SentEval tests/support/data/senteval_classifier_reference.json
 
 SentEval runs its classifiers on CUDA; on a machine without it, its .cuda() and
 .to('cuda') calls are made no-ops here (the computation is the same on CPU). Python 3.11
@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "tests"))
+sys.path.insert(0, os.path.join(HERE, "..", "tests", "support"))
 sys.path.insert(0, HERE)
 from senteval_reference import _cpu_only  # noqa: E402
 from senteval_reference_data import CLASSIFIER_CASES, SENTEVAL_CONFIGS, write_toy_senteval_tree  # noqa: E402

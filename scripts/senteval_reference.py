@@ -1,10 +1,10 @@
 """Run the original SentEval's STS-B / SICK-R regressor (senteval/sick.py, sts.py,
-tools/relatedness.py) on the toy problem of tests/senteval_reference_data.py and write its
-test predictions: the reference that tests/test_senteval_protocol.py holds our
+tools/relatedness.py) on the toy problem of tests/support/senteval_reference_data.py and write its
+test predictions: the reference that tests/e2e/test_senteval_protocol.py holds our
 re-implementation to.
 
     git clone https://github.com/facebookresearch/SentEval /tmp/SentEval
-    python scripts/senteval_reference.py /tmp/SentEval tests/data/senteval_relatedness_reference.json
+    python scripts/senteval_reference.py /tmp/SentEval tests/support/data/senteval_relatedness_reference.json
 
 SentEval's regressor asserts CUDA; on a machine without one, its .cuda() calls are made
 no-ops here (the computation is the same on CPU). Needs scikit-learn (SentEval imports it).
@@ -20,7 +20,7 @@ import types
 import numpy as np
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "support"))
 from senteval_reference_data import toy_relatedness  # noqa: E402
 
 

@@ -3,7 +3,8 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
+# the shared helpers (tests/support/: helpers.py, harness/, the stand-ins) import by name
+sys.path.insert(0, str(Path(__file__).parent / "support"))
 
 from helpers import make_binarized, synthetic_sentences  # noqa: E402
 
@@ -41,3 +42,11 @@ def plugin_run():
 
     with scope.entered():
         yield
+
+
+def pytest_collection_modifyitems(items):
+    """Each test carries its tier's marker (its folder): ``pytest -m "not e2e"`` and the like."""
+    for item in items:
+        tier = item.path.parent.name
+        if tier in ("unit", "e2e", "reliability"):
+            item.add_marker(tier)

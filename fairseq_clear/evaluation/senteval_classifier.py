@@ -23,8 +23,8 @@ the specification; this module follows it step for step, on CPU:
   Adam, batches of 64, tenacity 5, epoch size 4: "comparable to the literature") and
   ``prototyping`` (5 folds, RMSprop, batches of 128, tenacity 3, epoch size 2).
 
-Checked against SentEval's own code on fixed vectors: tests/data/senteval_classifier_reference.json
-(made by scripts/senteval_reference.py), tests/test_senteval_classifier.py.
+Checked against SentEval's own code on fixed vectors: tests/support/data/senteval_classifier_reference.json
+(made by scripts/senteval_reference.py), tests/unit/test_senteval_classifier.py.
 """
 
 import copy

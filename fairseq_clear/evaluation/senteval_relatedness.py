@@ -16,7 +16,7 @@ sentence vectors (senteval/sick.py, senteval/tools/relatedness.py):
   batches are SentEval's.
 
 Written from that description and checked against SentEval's code on a fixed embedding
-(tests/data/senteval_relatedness_reference.json, made by scripts/senteval_reference.py).
+(tests/support/data/senteval_relatedness_reference.json, made by scripts/senteval_reference.py).
 """
 
 import copy

@@ -9,9 +9,9 @@ export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} PYTHONUNBUFFERED=1
 
 if [[ -z "${SKIP_CI_TESTS:-}" ]]; then
   echo "== CI reliability tests"
-  $PY -m pytest -q tests/test_reliability_resume.py tests/test_reliability_checkpoints.py \
-    tests/test_reliability_bad_input.py tests/test_numerics.py tests/test_config_errors.py \
-    tests/test_distributed_faults.py
+  $PY -m pytest -q tests/reliability/test_reliability_resume.py tests/reliability/test_reliability_checkpoints.py \
+    tests/reliability/test_reliability_bad_input.py tests/unit/test_numerics.py tests/reliability/test_config_errors.py \
+    tests/reliability/test_distributed_faults.py
 fi
 
 echo "== resume: 4 kills after checkpoints (mid-epoch and at an epoch's end) + random kills, 3 epochs"
@@ -20,7 +20,7 @@ for workers in 0 2; do
 done
 
 echo "== bad input with a 10 MB line"
-NASTY_BIG_LINE_MB=10 $PY -m pytest -q tests/test_reliability_bad_input.py
+NASTY_BIG_LINE_MB=10 $PY -m pytest -q tests/reliability/test_reliability_bad_input.py
 
 echo "== dead and hung ranks (2 gloo ranks under torchrun)"
 $PY scripts/reliability/check_hung_rank.py --heartbeat-timeout 5 ${CONTROL:+--control}

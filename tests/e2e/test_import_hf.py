@@ -168,7 +168,7 @@ def _train(data, model_dir, save_dir, *extra, max_update=4, restore=True):
     if restore:
         args += ["--restore-file", os.path.join(model_dir, "model.pt"), "--reset-optimizer",
                  "--reset-dataloader", "--reset-meters", "--reset-lr-scheduler"]
-    return run_cli(args + list(extra), cwd=os.path.dirname(os.path.dirname(__file__)))
+    return run_cli(args + list(extra), cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 
 def _updates(proc):
@@ -402,7 +402,7 @@ def test_recipe_from_pretrained(hf, fairseq_roberta, tmp_path, mode):
     else:
         data = tmp_path / "corpus.txt"
         data.write_text(CORPUS if mode != "simcse-unsup" else "\n".join(varied_sentences(80)[15:]) + "\n")
-    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     proc = run_cli(["bash", os.path.join(repo, "examples", "pretrained", "run.sh"), mode, model, data,
                     tmp_path / "out", *extra, "--log-interval", "1"], cwd=repo, env={"CPU": "1", "EPOCHS": "1", "BATCH": "8"})
     assert _updates(proc) == [1, 2], proc.stdout[-3000:]

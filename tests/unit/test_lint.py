@@ -5,10 +5,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
 CHECKED = ["fairseq_clear", "tests", "benchmarks", "scripts", "examples"]
 
 
+@pytest.mark.starts_linter
 def test_ruff_finds_nothing():
     assert importlib.util.find_spec("ruff") is not None, (
         "ruff is not installed: pip install -e '.[test]' (or pip install ruff)")
@@ -17,6 +20,7 @@ def test_ruff_finds_nothing():
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+@pytest.mark.starts_linter
 def test_one_version_source():
     """setup.py reads the version from the package; nothing else states it."""
     import re

@@ -6,7 +6,7 @@ against its SHA-256) and runs them twice, with torch's allow-list only and after
 fairseq's ``tests/utils.py``, which the binaries' tests import, so those run from a checkout
 (``run.py --fairseq DIR``, the full list); the plugin's own tests of stock tasks with
 ``--user-dir`` (language-model resume, translation + fairseq-generate, the NaN report, the
-heartbeat) are tests/test_guest.py.
+heartbeat) are tests/reliability/test_guest.py.
 """
 
 import os

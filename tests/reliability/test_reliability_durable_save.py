@@ -14,7 +14,7 @@ from fairseq_clear.fairseq_fixes import durable_save, save_dir_lock
 from harness.runs import logged
 from helpers import run_cli, train_args
 
-FAULTS = str(Path(__file__).parent / "fault_injection")
+FAULTS = str(Path(__file__).parents[1] / "support" / "fault_injection")
 
 
 def _train(data, save, *extra, faults="", max_update=4, check=True):

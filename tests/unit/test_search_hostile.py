@@ -1,7 +1,7 @@
 """Hostile vectors and arguments for semantic_search, EmbeddingIndex and the MTEB encoder: NaN/Inf
 rows are refused naming the argument and the rows (never ranked), 1e30 and 1e-30 vectors are
 normalised without overflow or underflow, bad counts and containers give one clear error.
-The hub's search/similarity: tests/test_search_and_mteb.py."""
+The hub's search/similarity: tests/e2e/test_search_and_mteb.py."""
 
 import importlib.util
 

@@ -1,5 +1,5 @@
 """clear-eval-sts --protocol senteval: the original SentEval's STS numbers (CLEAR's Table 2),
-held to SentEval's own code (tests/data/senteval_relatedness_reference.json, made by
+held to SentEval's own code (tests/support/data/senteval_relatedness_reference.json, made by
 scripts/senteval_reference.py from SentEval's senteval/sick.py, sts.py and tools/relatedness.py)."""
 
 import json
@@ -15,7 +15,7 @@ from senteval_reference_data import toy_relatedness
 from fairseq_clear.evaluation import senteval_relatedness as sr
 from fairseq_clear.evaluation.sts_eval import evaluate_sts
 
-REFERENCE = os.path.join(os.path.dirname(__file__), "data", "senteval_relatedness_reference.json")
+REFERENCE = os.path.join(os.path.dirname(__file__), "..", "support", "data", "senteval_relatedness_reference.json")
 
 
 def _splits(kind):

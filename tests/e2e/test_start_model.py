@@ -96,7 +96,7 @@ def test_minilm_keeps_pooling_and_normalize_through_training_and_export(tmp_path
                     "--batch-size", "8", "--optimizer", "adam", "--lr", "1e-5", "--max-update", "2",
                     "--save-dir", save, "--cpu", "--num-workers", "0", "--disable-validation",
                     "--log-format", "json", "--seed", "1", "--no-epoch-checkpoints"],
-                   cwd=os.path.dirname(os.path.dirname(__file__)))
+                   cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     assert "--sentence-pooling mean: the starting model's own pooling" in proc.stdout, proc.stdout[-3000:]
     from fairseq_clear.checkpoint_safety import safe_load
 
@@ -146,7 +146,7 @@ def test_absurd_lr_keeps_the_start_as_checkpoint_best(tmp_path):
                     "--sts-validation", stsb, "--best-checkpoint-metric", "sts_b_spearman",
                     "--maximize-best-checkpoint-metric", "--save-dir", save, "--cpu", "--num-workers", "0",
                     "--log-format", "json", "--seed", "1", "--no-epoch-checkpoints"],
-                   cwd=os.path.dirname(os.path.dirname(__file__)))
+                   cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     out = proc.stdout
     summary = [line for line in out.splitlines() if "STS-B dev Spearman: start" in line]
     assert len(summary) == 1, out[-4000:]
@@ -201,7 +201,7 @@ def test_recipe_continues_minilm_with_continued_values_and_exports_the_best(tmp_
     corpus.write_text("\n".join(synthetic_sentences(200, seed=4)) + "\n")
     stsb = tmp_path / "sts-dev.csv"
     write_stsb(stsb, n=60)
-    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     proc = run_cli([os.path.join(repo, "examples/pretrained/run.sh"), "simcse-unsup", hf, corpus, tmp_path / "out",
                     "--log-interval", "1"],
                    env={"CPU": "1", "MAX_UPDATE": "2", "STS_DEV": str(stsb), "PYTHONPATH": repo}, cwd=tmp_path)

@@ -136,7 +136,7 @@ def test_dense_module_is_refused_by_the_cli(hf, tmp_path):
 @pytest.mark.parametrize("style", sorted(ST_TYPES))
 def test_normalize_module_is_accepted_and_recorded(hf, tmp_path, style):
     """all-MiniLM-L6-v2's layout: the import records the pooling and the Normalize module, so that
-    training, embed() and the export keep them (tests/test_start_model.py follows them through)."""
+    training, embed() and the export keep them (tests/e2e/test_start_model.py follows them through)."""
     from fairseq_clear.export.from_hf import sentence_head, sentence_pooling
 
     model = _sentence_transformers(_copy(hf["bert"], tmp_path / "st"), ["mean"], ("2_Normalize", "Normalize"),

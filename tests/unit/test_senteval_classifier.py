@@ -1,6 +1,6 @@
 """SentEval's transfer and probing classifiers (DeCLUTR's Table 1), held to SentEval's own code:
-tests/data/senteval_classifier_reference.json, made by scripts/senteval_classifier_reference.py
-running SentEval's engine on the toy data tree of tests/senteval_reference_data.py."""
+tests/support/data/senteval_classifier_reference.json, made by scripts/senteval_classifier_reference.py
+running SentEval's engine on the toy data tree of tests/support/senteval_reference_data.py."""
 
 import json
 import os
@@ -15,7 +15,7 @@ from fairseq_clear.evaluation import senteval_classifier as sc
 from fairseq_clear.evaluation.senteval_data import read_senteval_task
 from fairseq_clear.evaluation.senteval_transfer import score_task
 
-REFERENCE = os.path.join(os.path.dirname(__file__), "data", "senteval_classifier_reference.json")
+REFERENCE = os.path.join(os.path.dirname(__file__), "..", "support", "data", "senteval_classifier_reference.json")
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,6 @@
 """A crafted Hugging Face / sentence-transformers directory ends in one ``error:`` line naming the file.
 
-Each case damages one file of a tiny BERT stand-in (tests/hf_standins.py) the way a hostile or
+Each case damages one file of a tiny BERT stand-in (tests/support/hf_standins.py) the way a hostile or
 broken download could: JSON nested too deeply for Python's reader (RecursionError), files that
 are not UTF-8, JSON of the wrong type (AttributeError / TypeError inside transformers), a config
 field transformers' strict validation refuses, an ``--out`` under a file (FileExistsError). The

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SHARED_DATA = REPO.parent / "shared" / "data"
 USER_DIR = str(REPO / "fairseq_clear")
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")

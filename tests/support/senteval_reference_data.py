@@ -1,5 +1,5 @@
 """A fixed toy relatedness problem, the input of scripts/senteval_reference.py and of
-tests/test_senteval_protocol.py: SentEval's code and ours see the same sentences and vectors."""
+tests/e2e/test_senteval_protocol.py: SentEval's code and ours see the same sentences and vectors."""
 
 import numpy as np
 

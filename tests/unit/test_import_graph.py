@@ -3,7 +3,7 @@
 import ast
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parent.parent / "fairseq_clear"
+PACKAGE = Path(__file__).resolve().parents[2] / "fairseq_clear"
 
 
 def _graph():
@@ -76,3 +76,14 @@ def test_library_never_imports_the_console_layer():
     offenders = [(m, t) for m, ts in edges.items() for t in ts
                  if t.startswith("fairseq_clear.cli") and not m.startswith("fairseq_clear.cli")]
     assert offenders == []
+
+
+def test_the_unit_tier_runs_no_tool():
+    """tests/unit/conftest.py: running the interpreter (as the e2e tests run the CLIs) fails here."""
+    import subprocess
+    import sys
+
+    import pytest
+
+    with pytest.raises(AssertionError, match="tests/unit runs no tool"):
+        subprocess.run([sys.executable, "-c", "pass"])

@@ -7,7 +7,7 @@ was kept, altered or dropped *and counted*. Normal English-like sentences (built
 here, deterministic) surround the nasty lines, in documents separated by blank
 lines, so that the rest of the pipeline has real data to work on.
 
-    python tests/harness/nasty_corpus.py OUT_DIR [--big-line-mb 10]
+    python tests/support/harness/nasty_corpus.py OUT_DIR [--big-line-mb 10]
 """
 
 import argparse
