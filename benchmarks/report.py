@@ -362,11 +362,11 @@ CHOICES = [
 
 
 def choices_section(c):
-    """Sentence vs block samples, length vs random batches, under both STS protocols (quality_issue13.json)."""
+    """Sentence vs block samples, length vs random batches, under both STS protocols (quality_samples_batches.json)."""
     lines = ["## 3b. The choices the paper leaves open: samples and batches, both STS protocols", ""]
     if c is None:
         return lines + ["Not run (`python benchmarks/bench_quality.py --variants ... --senteval "
-                        "--out benchmarks/results/quality_issue13.json`).", ""]
+                        "--out benchmarks/results/quality_samples_batches.json`).", ""]
     s, t = c["settings"], c["table"]
     lines += [
         f"`{c['command']}`: the setting of section 3 ({s['updates']} updates of {s['batch_size']} samples, "
@@ -502,7 +502,7 @@ def main():
     lines += speed_section(speed, augment)
     lines += quality_section(q)
     lines += collapse_section(load("cls_collapse.json"), q)
-    lines += choices_section(load("quality_issue13.json"))
+    lines += choices_section(load("quality_samples_batches.json"))
     lines += horizon_section(common.load_horizon(), q)
     lines += scaling_section(sc)
     lines += others_section(pre, emb)
