@@ -19,7 +19,10 @@ def bench_module(name, monkeypatch, results=None):
     monkeypatch.syspath_prepend(str(STUDIES))
     monkeypatch.syspath_prepend(str(BENCH))
     for mod in ("common", name):
-        sys.modules.pop(mod, None)
+        # a fresh import (common reads CLEAR_BENCH_RESULTS), and sys.modules as it was after the
+        # test: a later test's `import common` must not get this one's results folder
+        monkeypatch.setitem(sys.modules, mod, None)
+        del sys.modules[mod]
     return importlib.import_module(name)
 
 
@@ -124,6 +127,47 @@ def test_report_and_plots_from_results(monkeypatch, tmp_path):
     assert "clear del-word" in text and "| 2.000 |" in text and "Not run." in text
     assert "| DeCLUTR | — | 30.0 / 41.2 | 31.0 / 47.8 | 47.8 / 47.8 | 48 |" in text
     assert "| SimCSE-unsup | — | 30.0 / 41.2 | 31.0 / 47.8 | — | 48 |" in text and "`h2` (replacing" in text
+
+
+#: results/ in git holds summaries (full logs go to the ignored benchmarks/runs/)
+RESULTS_FILE_LIMIT = 100 * 1024
+
+
+def test_results_in_git_are_summaries_named_for_what_they_hold():
+    """No file under benchmarks/results/ over 100 KB; no name under benchmarks/ carries an issue number."""
+    results = BENCH / "results"
+    big = [f"{p.relative_to(REPO)} ({p.stat().st_size / 1024:.0f} KB)" for p in sorted(results.rglob("*"))
+           if p.is_file() and p.stat().st_size > RESULTS_FILE_LIMIT]
+    assert not big, f"over {RESULTS_FILE_LIMIT // 1024} KB (keep a summary in results/, the rest in runs/): {big}"
+    local = {"runs", "__pycache__"}  # benchmarks/runs/ is ignored by git: the full logs of local runs
+    named = [str(p.relative_to(REPO)) for p in sorted(BENCH.rglob("*"))
+             if "issue" in p.name.lower() and not local & set(p.relative_to(BENCH).parts)]
+    assert not named, f"name it for what it holds, not for an issue: {named}"
+
+
+def test_quality_result_is_written_as_a_summary(monkeypatch, tmp_path):
+    """bench_quality.write_result: the full result to runs/results/, the summary report.py reads to
+    --out, the plotted curves (rounded, at most CURVE_POINTS points a run) to curves/."""
+    monkeypatch.setenv("CLEAR_BENCH_RUNS", str(tmp_path / "runs"))
+    quality = bench_module("bench_quality", monkeypatch, tmp_path / "results")
+    sts = {"avg": 50.0, "table": {"STS12": 40.0}, "senteval": {"Avg": 45.0}}
+    run = {"variant": "MLM only", "seed": 1, "tag": "equal-updates", "command": "fairseq-train ...", "updates": 1000,
+           "sts": {"cls": sts, "mean": sts}, "glue": {}, "final": {"mlm_loss": 10.0},
+           "curves": {"mlm_loss": [None] + [10.123456789] * 999, "loss": [1.0] * 1000},
+           "sts_curve": [{"updates": 1000, "cls": 50.0, "mean": 50.0}]}
+    result = {"command": "c", "table": {"MLM only": {"sts_cls": quality.spread([50.0])}}, "runs": [run]}
+    out = tmp_path / "results" / "q.json"
+    quality.write_result(out, result)
+    assert json.loads((tmp_path / "runs" / "results" / "q.json").read_text()) == result
+    summary = json.loads(out.read_text())
+    assert summary["table"] == result["table"] and summary["command"] == "c"
+    slim = summary["runs"][0]
+    assert "command" not in slim and "curves" not in slim and slim["sts_curve"] == run["sts_curve"]
+    assert slim["sts"]["cls"] == {"avg": 50.0, "senteval": {"Avg": 45.0}}
+    curves = json.loads((tmp_path / "results" / "curves" / "q.json").read_text())["runs"][0]
+    assert (curves["variant"], curves["every"], list(curves["curves"])) == ("MLM only", 3, ["mlm_loss"])
+    assert len(curves["curves"]["mlm_loss"]) == 334 and set(curves["curves"]["mlm_loss"]) == {10.12}
+    assert out.read_text().count("\n") < 40  # leaf containers on one line
 
 
 def test_gradcache_benchmark_runs_in_a_small_form(tmp_path):
