@@ -66,7 +66,7 @@ def build_model(work: Path, corpus: Path, vocab_size: int, threads: int):
     """A clear_roberta_small checkpoint (one update from random init) with a real vocabulary."""
     import sentencepiece as spm
 
-    sys.path.insert(0, str(REPO / "tests"))
+    sys.path.insert(0, str(REPO / "tests" / "support"))
     from helpers import write_dict_from_spm  # the data contract's dict.txt
 
     data = work / "data"

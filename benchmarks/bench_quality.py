@@ -19,11 +19,14 @@ the paper's Table 2 tasks) and a brief GLUE fine-tuning with
 and SST-2 dev. Then *equal wall-clock*: MLM only again, with as many updates as fit
 in the training time of the best CLEAR variant (``--stop-time-hours`` caps it).
 
-Runs go ``--jobs`` at a time with one math thread each. Writes
-benchmarks/results/quality.json.
+Runs go ``--jobs`` at a time with one math thread each. Writes the summary that report.py
+reads to benchmarks/results/quality.json (``--out``), the runs' training curves to
+benchmarks/results/curves/quality.json, and the full result (every run's command, per-task
+scores and per-update records) to benchmarks/runs/results/quality.json (not in git).
 """
 
 import argparse
+import math
 import os
 import shlex
 import shutil
@@ -244,6 +247,67 @@ def run_variant(cfg, name, spec, seed, glue_bin, max_update, tag="", total=None,
     return result
 
 
+#: the training curves kept in results/: the metrics plots.py draws, at most this many points per
+#: run (a longer run keeps the means of consecutive blocks of updates), 4 significant digits
+CURVE_METRICS = ("mlm_loss", "cl_loss", "cl_acc")
+CURVE_POINTS = 400
+CURVE_DIGITS = 4
+
+
+def _significant(x, digits=CURVE_DIGITS):
+    if not isinstance(x, float) or x == 0 or not math.isfinite(x):
+        return x
+    return round(x, digits - 1 - math.floor(math.log10(abs(x))))
+
+
+def curve_summary(run):
+    """The per-update curves of ``run`` as results/curves/ keeps them: ``every`` updates per point
+    (1 up to CURVE_POINTS updates), each point the mean of its block, rounded."""
+    out = {"variant": run["variant"], "seed": run["seed"], "tag": run["tag"], "every": 1, "curves": {}}
+    n = max((len(v) for v in run.get("curves", {}).values()), default=0)
+    every = max(1, math.ceil(n / CURVE_POINTS))
+    out["every"] = every
+    for k in CURVE_METRICS:
+        ys = run.get("curves", {}).get(k)
+        if not ys:
+            continue
+        points = []
+        for i in range(0, len(ys), every):
+            block = [y for y in ys[i:i + every] if y is not None]
+            points.append(_significant(sum(block) / len(block)) if block else None)
+        out["curves"][k] = points
+    return out
+
+
+def summarize_result(result):
+    """(summary, curves): what results/ keeps of a quality result (the full one, with every run's
+    fairseq-train command, per-task scores and per-update curves, goes to benchmarks/runs/results/).
+
+    The summary is everything report.py reads: the settings, the table (per-task scores as spreads
+    over seeds), the goals; each run keeps its scores (STS averages, SentEval's, GLUE), final losses
+    and STS curve. The curves (plots.py's training curves) go to their own file, curves_path(out).
+    """
+    summary = {k: v for k, v in result.items() if k != "runs"}
+    runs = []
+    for r in result["runs"]:
+        slim = {k: v for k, v in r.items() if k not in ("command", "curves")}
+        slim["sts"] = {p: {k: v for k, v in s.items() if k != "table"} for p, s in r["sts"].items()}
+        runs.append(slim)
+    summary["runs"] = runs
+    curves = {"source": "quality runs' per-update training curves, from fairseq_train_timed.py's records",
+              "metrics": list(CURVE_METRICS), "runs": [curve_summary(r) for r in result["runs"]]}
+    return summary, curves
+
+
+def write_result(out, result):
+    """The full result to benchmarks/runs/results/, its summary and curves to ``out`` (results/)."""
+    out = Path(out)
+    common.write_json(common.RUNS / "results" / out.name, result)
+    summary, curves = summarize_result(result)
+    common.write_json(out, summary, compact=True)
+    common.write_json(common.curves_path(out), curves, compact=True)
+
+
 def spread(values):
     values = [v for v in values if v is not None]
     m, s = common.mean_std(values)
@@ -443,7 +507,7 @@ def main():
         "other_jobs_before": others_before,
         "other_jobs_after": common.other_jobs(),
     }
-    common.write_json(args.out, result)
+    write_result(args.out, result)
     print(f"\n{'variant':34s} {'STS [CLS]':>16s} {'STS mean':>16s} {'GLUE avg':>10s} {'updates':>8s} {'train s':>8s}")
     for key, row in table.items():
         g = row.get("glue_avg")

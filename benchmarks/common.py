@@ -149,17 +149,52 @@ def other_jobs() -> list:
     return found
 
 
-def write_json(path, data):
-    """Write ``data`` to ``path``, replacing an earlier result only with a complete file."""
+def _is_leaf(x) -> bool:
+    """A list of scalars, or a dict of scalars and lists of scalars: written on one line."""
+    def scalar(v):
+        return not isinstance(v, (dict, list))
+
+    if isinstance(x, list):
+        return all(scalar(v) for v in x)
+    return all(scalar(v) or (isinstance(v, list) and all(scalar(w) for w in v)) for v in x.values())
+
+
+def dumps_compact(data, level=0) -> str:
+    """JSON indented by 2 like ``json.dumps(indent=2)``, but each leaf container on one line
+    (a per-update curve or a mean/std/values dict is one line, not one line per number)."""
+    if isinstance(data, dict) and _is_leaf(data):
+        return "{" + ", ".join(f"{json.dumps(str(k))}: {dumps_compact(v)}" for k, v in data.items()) + "}"
+    if not isinstance(data, (dict, list)) or _is_leaf(data):
+        return json.dumps(data, separators=(",", ": "))
+    pad = "  " * (level + 1)
+    if isinstance(data, dict):
+        items = [f"{pad}{json.dumps(str(k))}: {dumps_compact(v, level + 1)}" for k, v in data.items()]
+        return "{\n" + ",\n".join(items) + "\n" + "  " * level + "}"
+    items = [pad + dumps_compact(v, level + 1) for v in data]
+    return "[\n" + ",\n".join(items) + "\n" + "  " * level + "]"
+
+
+def write_json(path, data, compact=False):
+    """Write ``data`` to ``path``, replacing an earlier result only with a complete file.
+
+    ``compact``: leaf containers on one line (:func:`dumps_compact`), for the summaries in results/.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        tmp.write_text(json.dumps(data, indent=2) + "\n")
+        tmp.write_text((dumps_compact(data) if compact else json.dumps(data, indent=2)) + "\n")
         os.replace(tmp, path)
     finally:
         if tmp.exists():  # ours: named after this process, written just above
             tmp.unlink()
+
+
+def curves_path(result_path) -> Path:
+    """Where the per-update training curves of a quality result are kept: ``curves/<its name>``
+    next to it (so that ``quality_horizon_*.json`` globs never pick them up)."""
+    result_path = Path(result_path)
+    return result_path.parent / "curves" / result_path.name
 
 
 def load_horizon():

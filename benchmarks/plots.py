@@ -1,9 +1,9 @@
-"""PNG plots from benchmarks/results/*.json (issue 6, part 5).
+"""PNG plots from benchmarks/results/*.json.
 
     python benchmarks/plots.py
 
 * ``curves_{mlm_loss,cl_loss,cl_acc}.png``: the metric per update for every quality
-  run (one line per run, colour per variant; a 10-update moving average);
+  run (``curves/quality.json``; one line per run, colour per variant; a 10-update moving average);
 * ``sts_avg.png``: STS average per variant, [CLS] and mean pooling, bar = mean over
   seeds, whiskers = the seeds' min..max, dots = the seeds;
 * ``glue.png``: GLUE dev score per task and variant (mean over the fine-tuned seeds);
@@ -34,11 +34,21 @@ METRIC_LABELS = {"mlm_loss": "MLM loss (bits)", "cl_loss": "contrastive loss (bi
                  "cl_acc": "contrastive accuracy (%)"}
 
 
-def save(fig, path):
-    """Lay out, write and close ``fig``; returns ``path``."""
+def save(fig, path, palette=False):
+    """Lay out, write and close ``fig``; returns ``path``.
+
+    ``palette``: store the PNG with a 256-colour palette (the plots of many antialiased lines,
+    which would be 110-210 KB in full colour; results/ keeps files under 100 KB).
+    """
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+    if palette:
+        from PIL import Image
+
+        with Image.open(path) as image:
+            quantized = image.convert("RGB").quantize(256)
+        quantized.save(path, optimize=True)
     return path
 
 
@@ -58,8 +68,9 @@ def colours(names):
     return {n: cmap(i % 10) for i, n in enumerate(names)}
 
 
-def plot_curves(quality, out_dir):
-    runs = quality["runs"]
+def plot_curves(curves, out_dir):
+    """``curves``: bench_quality.py's curves file (per run: variant, tag, ``every`` updates per point)."""
+    runs = curves["runs"]
     labels = []
     for r in runs:
         label = r["variant"] + ("" if r["tag"] == "equal-updates" else f" ({r['tag']})")
@@ -75,7 +86,8 @@ def plot_curves(quality, out_dir):
             if not ys or all(y is None for y in ys):
                 continue
             label = r["variant"] + ("" if r["tag"] == "equal-updates" else f" ({r['tag']})")
-            pts = [(i + 1, y) for i, y in enumerate(ys) if y is not None]
+            every = r.get("every", 1)
+            pts = [((i + 1) * every, y) for i, y in enumerate(ys) if y is not None]
             xs = [p[0] for p in pts]
             ax.plot(xs, moving_average([p[1] for p in pts]), color=colour[label], lw=1.2,
                     ls="--" if r["tag"] != "equal-updates" else "-", alpha=0.85,
@@ -89,7 +101,7 @@ def plot_curves(quality, out_dir):
         ax.set_title(f"{METRIC_LABELS[metric]} per update, every quality run (one line per seed)")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8, ncol=2)
-        written.append(save(fig, out_dir / f"curves_{metric}.png"))
+        written.append(save(fig, out_dir / f"curves_{metric}.png", palette=True))
     return written
 
 
@@ -177,7 +189,7 @@ def plot_horizon(h, out_dir):
     ax.set_title(f"STS along {h['settings']['updates']} updates, seed(s) {h['settings']['seeds']}")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, ncol=2)
-    return [save(fig, out_dir / "horizon.png")]
+    return [save(fig, out_dir / "horizon.png", palette=True)]
 
 
 def plot_gradcache(out_dir):
@@ -258,10 +270,13 @@ def speed_goal(speed):
 def main():
     out_dir = common.RESULTS
     written = []
+    curves = common.curves_path(out_dir / "quality.json")
+    if curves.is_file():
+        written += plot_curves(common.read_json(curves), out_dir)
     if (out_dir / "quality.json").is_file():
         q = common.read_json(out_dir / "quality.json")
         if q.get("runs"):
-            written += plot_curves(q, out_dir) + plot_sts(q, out_dir) + plot_glue(q, out_dir)
+            written += plot_sts(q, out_dir) + plot_glue(q, out_dir)
     horizon = common.load_horizon()
     if horizon is not None:
         written += plot_horizon(horizon, out_dir)

@@ -362,11 +362,11 @@ CHOICES = [
 
 
 def choices_section(c):
-    """Sentence vs block samples, length vs random batches, under both STS protocols (quality_issue13.json)."""
+    """Sentence vs block samples, length vs random batches, under both STS protocols (quality_samples_batches.json)."""
     lines = ["## 3b. The choices the paper leaves open: samples and batches, both STS protocols", ""]
     if c is None:
         return lines + ["Not run (`python benchmarks/bench_quality.py --variants ... --senteval "
-                        "--out benchmarks/results/quality_issue13.json`).", ""]
+                        "--out benchmarks/results/quality_samples_batches.json`).", ""]
     s, t = c["settings"], c["table"]
     lines += [
         f"`{c['command']}`: the setting of section 3 ({s['updates']} updates of {s['batch_size']} samples, "
@@ -493,8 +493,9 @@ def main():
         "(`python benchmarks/run_all.py`); every number below comes from those files. Re-run `make bench` "
         "(about an hour on 2 CPU cores) or `make bench-quick` (under 10 minutes, smaller) to reproduce them. "
         "The shared data in `../shared/data` (WikiText, SentEval STS, GLUE, the counter-fitted synonyms) is "
-        "read, never copied. Sections from 5b on are kept in `benchmarks/sections/` (benchmarks run outside "
-        "`make bench`); each names the command that printed its numbers.",
+        "read, never copied. Sections from 5b on are the write-ups of one-off studies (benchmarks run outside "
+        "`make bench`), kept next to their scripts in `benchmarks/studies/`; each names the command that "
+        "printed its numbers.",
         "",
     ]
     lines += headline(speed, q, sc, augment, emb)
@@ -502,13 +503,14 @@ def main():
     lines += speed_section(speed, augment)
     lines += quality_section(q)
     lines += collapse_section(load("cls_collapse.json"), q)
-    lines += choices_section(load("quality_issue13.json"))
+    lines += choices_section(load("quality_samples_batches.json"))
     lines += horizon_section(common.load_horizon(), q)
     lines += scaling_section(sc)
     lines += others_section(pre, emb)
     # benchmarks run outside `make bench` (long, GPU or one-off measurements): hand-written
-    # sections, each naming the command that printed its numbers and its JSON
-    for section in sorted((Path(__file__).resolve().parent / "sections").glob("*.md")):
+    # write-ups next to their scripts in studies/, each naming the command that printed its numbers
+    # and its JSON
+    for section in sorted((Path(__file__).resolve().parent / "studies").glob("*.md")):
         lines += ["", section.read_text(encoding="utf-8").rstrip(), ""]
     Path(args.out).write_text("\n".join(lines) + "\n")
     print(f"wrote {args.out}")

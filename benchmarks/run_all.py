@@ -10,11 +10,12 @@ Sections, in this order (the timing-sensitive ones first, alone on the machine):
   scaling     1 rank vs 2 ranks (gloo)                       -> results/scaling.json
   preprocess  clear-prepare speed and memory                 -> results/bench_preprocess.json
   embed       embed() vs sentence-transformers               -> results/bench_embed.json
-  quality     equal-compute reproduction (STS, GLUE)         -> results/quality.json
+  quality     equal-compute reproduction (STS, GLUE)         -> results/quality.json (+ curves/)
   collapse    why [CLS]-pooled contrastive learning stalls   -> results/cls_collapse.json
 
-then plots (results/*.png) and BENCHMARKS.md. A section that fails is reported (and
-the exit status is non-zero) but does not stop the others. ``--only`` re-runs some
+then plots (results/*.png) and BENCHMARKS.md; the one-off studies in benchmarks/studies/ are not
+run here. A section that fails is reported (and the exit status is non-zero) but does not stop
+the others. ``--only`` re-runs some
 sections and keeps the record of the others in results/run_all.json. The machine, the date, its
 load average and any other training/test jobs seen are recorded in
 results/run_all.json: timings from a busy machine are noisy.

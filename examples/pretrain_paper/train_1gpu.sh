@@ -3,7 +3,7 @@
 # ONE GPU: 64 sentences x --update-freq 128 = 8,192, one contrastive problem per update
 # (--accumulate-contrastive); no other rank to gather from (--gather-negatives auto).
 # 128 micro-batches per update: expect about 1/256 of the 256-GPU run's update rate.
-# Memory, estimated (benchmarks/estimate_memory.py, no GPU measured yet): about 42 GiB in fp16;
+# Memory, estimated (benchmarks/studies/estimate_memory.py, no GPU measured yet): about 42 GiB in fp16;
 # on a smaller card append --contrastive-chunk-size 32 --mlm-chunk-size 32 (about 10 GiB).
 #   bash train_1gpu.sh /data/bookwiki-bin
 set -euo pipefail

@@ -9,14 +9,20 @@ import pytest
 from helpers import REPO, USER_DIR, make_binarized, run_cli, synthetic_sentences
 
 BENCH = REPO / "benchmarks"
+STUDIES = BENCH / "studies"  # one-off studies, outside `make bench`
 
 
 def bench_module(name, monkeypatch, results=None):
+    """Import benchmarks/NAME.py or benchmarks/studies/NAME.py (and a fresh common.py)."""
     if results is not None:
         monkeypatch.setenv("CLEAR_BENCH_RESULTS", str(results))
+    monkeypatch.syspath_prepend(str(STUDIES))
     monkeypatch.syspath_prepend(str(BENCH))
     for mod in ("common", name):
-        sys.modules.pop(mod, None)
+        # a fresh import (common reads CLEAR_BENCH_RESULTS), and sys.modules as it was after the
+        # test: a later test's `import common` must not get this one's results folder
+        monkeypatch.setitem(sys.modules, mod, None)
+        del sys.modules[mod]
     return importlib.import_module(name)
 
 
@@ -123,14 +129,55 @@ def test_report_and_plots_from_results(monkeypatch, tmp_path):
     assert "| SimCSE-unsup | — | 30.0 / 41.2 | 31.0 / 47.8 | — | 48 |" in text and "`h2` (replacing" in text
 
 
+#: results/ in git holds summaries (full logs go to the ignored benchmarks/runs/)
+RESULTS_FILE_LIMIT = 100 * 1024
+
+
+def test_results_in_git_are_summaries_named_for_what_they_hold():
+    """No file under benchmarks/results/ over 100 KB; no name under benchmarks/ carries an issue number."""
+    results = BENCH / "results"
+    big = [f"{p.relative_to(REPO)} ({p.stat().st_size / 1024:.0f} KB)" for p in sorted(results.rglob("*"))
+           if p.is_file() and p.stat().st_size > RESULTS_FILE_LIMIT]
+    assert not big, f"over {RESULTS_FILE_LIMIT // 1024} KB (keep a summary in results/, the rest in runs/): {big}"
+    local = {"runs", "__pycache__"}  # benchmarks/runs/ is ignored by git: the full logs of local runs
+    named = [str(p.relative_to(REPO)) for p in sorted(BENCH.rglob("*"))
+             if "issue" in p.name.lower() and not local & set(p.relative_to(BENCH).parts)]
+    assert not named, f"name it for what it holds, not for an issue: {named}"
+
+
+def test_quality_result_is_written_as_a_summary(monkeypatch, tmp_path):
+    """bench_quality.write_result: the full result to runs/results/, the summary report.py reads to
+    --out, the plotted curves (rounded, at most CURVE_POINTS points a run) to curves/."""
+    monkeypatch.setenv("CLEAR_BENCH_RUNS", str(tmp_path / "runs"))
+    quality = bench_module("bench_quality", monkeypatch, tmp_path / "results")
+    sts = {"avg": 50.0, "table": {"STS12": 40.0}, "senteval": {"Avg": 45.0}}
+    run = {"variant": "MLM only", "seed": 1, "tag": "equal-updates", "command": "fairseq-train ...", "updates": 1000,
+           "sts": {"cls": sts, "mean": sts}, "glue": {}, "final": {"mlm_loss": 10.0},
+           "curves": {"mlm_loss": [None] + [10.123456789] * 999, "loss": [1.0] * 1000},
+           "sts_curve": [{"updates": 1000, "cls": 50.0, "mean": 50.0}]}
+    result = {"command": "c", "table": {"MLM only": {"sts_cls": quality.spread([50.0])}}, "runs": [run]}
+    out = tmp_path / "results" / "q.json"
+    quality.write_result(out, result)
+    assert json.loads((tmp_path / "runs" / "results" / "q.json").read_text()) == result
+    summary = json.loads(out.read_text())
+    assert summary["table"] == result["table"] and summary["command"] == "c"
+    slim = summary["runs"][0]
+    assert "command" not in slim and "curves" not in slim and slim["sts_curve"] == run["sts_curve"]
+    assert slim["sts"]["cls"] == {"avg": 50.0, "senteval": {"Avg": 45.0}}
+    curves = json.loads((tmp_path / "results" / "curves" / "q.json").read_text())["runs"][0]
+    assert (curves["variant"], curves["every"], list(curves["curves"])) == ("MLM only", 3, ["mlm_loss"])
+    assert len(curves["curves"]["mlm_loss"]) == 334 and set(curves["curves"]["mlm_loss"]) == {10.12}
+    assert out.read_text().count("\n") < 40  # leaf containers on one line
+
+
 def test_gradcache_benchmark_runs_in_a_small_form(tmp_path):
-    """benchmarks/bench_gradcache.py keeps working (tiny model, tiny batch)."""
+    """benchmarks/studies/bench_gradcache.py keeps working (tiny model, tiny batch)."""
     import json
     import subprocess
     import sys
 
     out = tmp_path / "gc.json"
-    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "bench_gradcache.py"), "--sizes", "8",
+    proc = subprocess.run([sys.executable, str(STUDIES / "bench_gradcache.py"), "--sizes", "8",
                            "--chunk", "4", "--arch", "clear_roberta_tiny", "--out", str(out)],
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -141,7 +188,7 @@ def test_gradcache_benchmark_runs_in_a_small_form(tmp_path):
 
 def _estimates(tmp_path, name, *args):
     out = tmp_path / f"{name}.json"
-    run_cli([sys.executable, BENCH / "estimate_memory.py", "--arch", "clear_roberta_tiny", "--tokens", "20",
+    run_cli([sys.executable, STUDIES / "estimate_memory.py", "--arch", "clear_roberta_tiny", "--tokens", "20",
              "--vocab", "1000", "--precision", "fp32", "--attention", "math", "--out", out, *args])
     return {r["config"]: r for r in json.loads(out.read_text())["rows"]}
 
@@ -151,7 +198,7 @@ def _configs(*configs):
 
 
 def test_memory_estimate_on_fake_tensors_equals_the_real_update(tmp_path, monkeypatch):
-    """benchmarks/estimate_memory.py: the same update on fake and on real tensors allocates the
+    """benchmarks/studies/estimate_memory.py: the same update on fake and on real tensors allocates the
     same; the optimizer state is what fairseq keeps per parameter; GradCache's memory is flat."""
     configs = ["--batch-size 32", "--batch-size 32 --contrastive-chunk-size 8 --mlm-chunk-size 8",
                "--batch-size 8 --update-freq 4 --accumulate-contrastive",
@@ -168,7 +215,7 @@ def test_memory_estimate_on_fake_tensors_equals_the_real_update(tmp_path, monkey
     # fp16: fp16 weights, fp32 master weights and their gradients, two fp32 moments
     half = _estimates(tmp_path, "half", "--precision", "fp16", *_configs(configs[1]))[configs[1]]
     assert half["static_mb"] * 2**20 == pytest.approx(18 * half["parameters"], rel=0.01)
-    bad = run_cli([sys.executable, BENCH / "estimate_memory.py", "--tokens", "4"], check=False)
+    bad = run_cli([sys.executable, STUDIES / "estimate_memory.py", "--tokens", "4"], check=False)
     assert bad.returncode != 0 and "--tokens" in bad.stdout
     results = tmp_path / "results"
     results.mkdir()
@@ -195,7 +242,7 @@ def test_memory_estimate_matches_the_task_s_own_batches(data, tmp_path):
         assert work["fitted"] == pytest.approx(work["real"], rel=0.01), (c, work)
         assert work["bound"] >= 0.99 * work["real"], (c, work)  # (less the real batch's padding masks)
     assert bound[configs[0]]["peak_mb"] > 1.1 * real[configs[0]]["peak_mb"]  # full-length views cost more
-    bad = run_cli([sys.executable, BENCH / "estimate_memory.py", "--data", tmp_path], check=False)
+    bad = run_cli([sys.executable, STUDIES / "estimate_memory.py", "--data", tmp_path], check=False)
     assert bad.returncode != 0 and "dict.txt" in bad.stdout
 
 
@@ -219,11 +266,11 @@ def test_results_are_replaced_only_by_a_complete_file(monkeypatch, tmp_path):
 
 
 def test_gpu_benchmark_runs_in_a_small_form_on_cpu(data, tmp_path):
-    """benchmarks/bench_gpu.py keeps working without a GPU (toy sizes) and says it ran on CPU."""
+    """benchmarks/studies/bench_gpu.py keeps working without a GPU (toy sizes) and says it ran on CPU."""
     sentences = tmp_path / "s.txt"
     sentences.write_text("\n".join(synthetic_sentences(50, seed=9)) + "\n", encoding="utf-8")
     out = tmp_path / "gpu.json"
-    proc = run_cli([sys.executable, BENCH / "bench_gpu.py", "--small", "--device", "cpu", "--data", data,
+    proc = run_cli([sys.executable, STUDIES / "bench_gpu.py", "--small", "--device", "cpu", "--data", data,
                     "--sentences", sentences, "--updates", "2", "--warmup", "1", "--batch-start", "4",
                     "--batch-max", "8", "--chunk", "4", "--embed-sentences", "50", "--precisions", "fp32,bf16",
                     "--out", out])
@@ -241,7 +288,7 @@ def test_gpu_benchmark_runs_in_a_small_form_on_cpu(data, tmp_path):
     assert row["peak_device_mb_clear"] is None  # no device memory on CPU
     assert result["largest_contrastive_batch"]["fp32"]["4"] == {"largest_sentences": 8, "stopped_by": "cap"}
     assert result["embed"]["fp32"]["max_abs_diff"] < 1e-4 and result["embed"]["fp32"]["embed_sent_per_s"] > 0
-    bad = run_cli([sys.executable, BENCH / "bench_gpu.py", "--small", "--device", "cpu", "--data", data,
+    bad = run_cli([sys.executable, STUDIES / "bench_gpu.py", "--small", "--device", "cpu", "--data", data,
                    "--precisions", "fp16", "--out", out], check=False)
     assert bad.returncode != 0 and "--precisions" in bad.stdout
 
@@ -293,7 +340,7 @@ def test_continued_benchmark_runs_in_its_quick_form(tmp_path):
     with open(shared("sts", "STSBenchmark", "sts-dev.csv"), encoding="utf-8") as f:
         dev.write_text("".join(f.readline() for _ in range(100)), encoding="utf-8")
     out = tmp_path / "continued.json"
-    run_cli([sys.executable, BENCH / "bench_continued.py", "--quick", "--starts", "mlm", "--sts-dev", dev,
+    run_cli([sys.executable, STUDIES / "bench_continued.py", "--quick", "--starts", "mlm", "--sts-dev", dev,
              "--work", tmp_path / "work", "--out", out], timeout=1500)
     results = json.loads(out.read_text())
     runs = results["runs"]["mlm"]

@@ -1,7 +1,7 @@
 """GradCache: peak memory and time of one contrastive forward+backward, with and without chunks.
 
-    python benchmarks/bench_gradcache.py [--sizes 256,1024,4096] [--chunk 128] [--arch clear_roberta_small]
-    python benchmarks/bench_gradcache.py --full-step [--sizes 128,512] [--chunk 64] [--block 64] [--updates 3]
+    python benchmarks/studies/bench_gradcache.py [--sizes 256,1024,4096] [--chunk 128] [--arch clear_roberta_small]
+    python benchmarks/studies/bench_gradcache.py --full-step [--sizes 128,512] [--chunk 64] [--block 64] [--updates 3]
 
 ``--full-step``: whole training updates through fairseq-train (benchmarks/fairseq_train_timed.py:
 MLM + NT-Xent, Adam), N sentences per update from the shared wiki1m sample (the bench_embed
@@ -25,7 +25,8 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+BENCH = Path(__file__).resolve().parents[1]  # benchmarks/: common.py, bench_embed.py
+REPO = BENCH.parent
 
 
 def one(n, chunk, arch):
@@ -73,6 +74,7 @@ def whole_corpus(work, data, corpus):
     (same sentencepiece model and dictionary)."""
     import sentencepiece as spm
 
+    sys.path.insert(0, str(BENCH))
     import common
 
     out = work / "whole_corpus"
@@ -90,7 +92,7 @@ def whole_corpus(work, data, corpus):
 
 
 def full_step(sizes, chunk, arch, out, max_unchunked=None, block=0, updates=3, mmap_threshold=0):
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    sys.path.insert(0, str(BENCH))
     import bench_embed
     import common
 
@@ -130,7 +132,7 @@ def full_step(sizes, chunk, arch, out, max_unchunked=None, block=0, updates=3, m
                          "padded_length_per_update": [r["s_padded"] // max(1, r["sentences"]) for r in recs]})
             print(rows[-1], flush=True)
     Path(out).parent.mkdir(parents=True, exist_ok=True)
-    Path(out).write_text(json.dumps({"command": " ".join(["python", "benchmarks/bench_gradcache.py"] + sys.argv[1:]),
+    Path(out).write_text(json.dumps({"command": " ".join(["python", "benchmarks/studies/bench_gradcache.py"] + sys.argv[1:]),
                                      "arch": arch, "mode": "full-step", "block": block,
                                      "malloc_mmap_threshold": mmap_threshold or "glibc default",
                                      "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
@@ -188,7 +190,7 @@ def main():
                 rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
             print(rows[-1], flush=True)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps({"command": " ".join(["python", "benchmarks/bench_gradcache.py"] + sys.argv[1:]),
+    Path(args.out).write_text(json.dumps({"command": " ".join(["python", "benchmarks/studies/bench_gradcache.py"] + sys.argv[1:]),
                                           "arch": args.arch, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                                           "loadavg_at_end": os.getloadavg(), "rows": rows}, indent=2) + "\n")
     print(f"\n| sentences | peak MB (no chunks) | peak MB (chunks of {args.chunk}) | s (no chunks) | s (chunks) |")

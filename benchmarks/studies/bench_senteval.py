@@ -1,6 +1,6 @@
 """DeCLUTR's Table 1 layout at small scale, for the tasks whose data is here (issue 30, measure).
 
-    python benchmarks/bench_senteval.py [--quick] [--config paper|prototyping]
+    python benchmarks/studies/bench_senteval.py [--quick] [--config paper|prototyping]
         [--run NAME=CHECKPOINT[:DATA]] ... [--model DIR] ...
 
 Scores, with ``clear-eval-senteval`` (SentEval's classifier protocol, mean pooling as in
@@ -30,7 +30,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common.py, plots.py
 import common  # noqa: E402
 
 TASKS = ["SST2", "MRPC", "SICK-E", "SICK-R", "STS-B"]
@@ -111,7 +111,7 @@ def observations(rows):
 
 
 def plot(rows, path):
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     logging.getLogger("matplotlib").setLevel(logging.WARNING)
     from plots import plt, save
 

@@ -1,6 +1,6 @@
 """Continued training with the recipes' defaults: is the exported model ever worse than the start?
 
-    python benchmarks/bench_continued.py [--starts minilm,mlm] [--modes simcse-unsup,clear,declutr]
+    python benchmarks/studies/bench_continued.py [--starts minilm,mlm] [--modes simcse-unsup,clear,declutr]
         [--lines 3000] [--max-update N] [--validate-every N] [--work DIR] [--quick]
 
 Issue 28's measurement. From two starting points,
@@ -39,10 +39,10 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common.py
 from common import REPO, RESULTS, SHARED, bin_path, machine, run, write_json  # noqa: E402
 
-sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO / "tests" / "support"))
 
 CORPUS = SHARED / "corpus" / "wiki1m_for_simcse_sample" / "wiki1m_for_simcse.first11914lines.txt"
 STS_DIR = SHARED / "sts"
@@ -246,7 +246,7 @@ def main():
         else:
             sys.exit(f"--starts: minilm or mlm, got {start!r}")
 
-    results = {"command": " ".join(["python", "benchmarks/bench_continued.py", *sys.argv[1:]]),
+    results = {"command": " ".join(["python", "benchmarks/studies/bench_continued.py", *sys.argv[1:]]),
                "machine": machine(), "lines": args.lines, "declutr_input": f"{n_docs} documents of "
                f"{args.doc_lines} consecutive lines", "max_update": args.max_update or "the recipes' (CPU=1)",
                "validate_every": args.validate_every or "the recipes' (max-update / 10)",

@@ -1,8 +1,8 @@
 """The GPU benchmark: training throughput and memory at the paper's 512-token samples, the largest
 contrastive batch per device with and without GradCache, and embed() against sentence-transformers.
 
-    python benchmarks/bench_gpu.py                      # on a CUDA machine: clear_roberta_base, fp16 and bf16
-    python benchmarks/bench_gpu.py --small --device cpu # the same code at toy size (CI keeps it working)
+    python benchmarks/studies/bench_gpu.py                      # on a CUDA machine: clear_roberta_base, fp16 and bf16
+    python benchmarks/studies/bench_gpu.py --small --device cpu # the same code at toy size (CI keeps it working)
 
 Parts (each a real run of the plugin's code on ``--device``):
 
@@ -32,7 +32,7 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common.py
 import common  # noqa: E402
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # part 3 loads only the local export
@@ -258,7 +258,7 @@ def main():
         text.write_text("\n".join(f[5] for f in lines if len(f) > 6) + "\n", encoding="utf-8")
         args.sentences = str(text)
     parts = set(args.parts.split(","))
-    result = {"command": " ".join(["python", "benchmarks/bench_gpu.py"] + sys.argv[1:]), "cuda": on_gpu,
+    result = {"command": " ".join(["python", "benchmarks/studies/bench_gpu.py"] + sys.argv[1:]), "cuda": on_gpu,
               "device": torch.cuda.get_device_name(0) if on_gpu else "cpu", "small": args.small,
               "shape": dict(zip(("layers", "dim", "heads"), SHAPES["small" if args.small else "base"])),
               "tokens_per_sample": args.tokens_per_sample, "batch_size": args.batch_size,

@@ -1,8 +1,8 @@
 """Device memory of one training update, estimated without the device.
 
-    python benchmarks/estimate_memory.py                 # the paper's recipes on one GPU (fp16, 512 tokens)
-    python benchmarks/estimate_memory.py --validate      # against the CPU runs measured by bench_gradcache
-    python benchmarks/estimate_memory.py --config "--batch-size 8192 --contrastive-chunk-size 128 --mlm-chunk-size 128"
+    python benchmarks/studies/estimate_memory.py                 # the paper's recipes on one GPU (fp16, 512 tokens)
+    python benchmarks/studies/estimate_memory.py --validate      # against the CPU runs measured by bench_gradcache
+    python benchmarks/studies/estimate_memory.py --config "--batch-size 8192 --contrastive-chunk-size 128 --mlm-chunk-size 128"
 
 The real task, model, criterion and fairseq optimizer run one update (every micro-batch of
 ``--update-freq``, backward, gradient norm, Adam step) on fake tensors (torch's FakeTensorMode:
@@ -44,9 +44,10 @@ import time
 import weakref
 from pathlib import Path
 
-import common
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common.py
+import common  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = common.REPO
 
 #: fairseq's roberta.base dictionary: 50,261 types + 4 specials
 ROBERTA_VOCAB = 50265
@@ -293,7 +294,7 @@ def main():
                   f"({rows[-1]['static_mb'] / 1024:.1f} GiB weights, gradients and Adam)", flush=True)
         result = {"rows": rows}
         out = args.out or common.RESULTS / "memory_estimate.json"
-    result = {"command": " ".join(["python", "benchmarks/estimate_memory.py"] + sys.argv[1:]),
+    result = {"command": " ".join(["python", "benchmarks/studies/estimate_memory.py"] + sys.argv[1:]),
               "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
               "seconds": time.perf_counter() - start, **result}
     common.write_json(out, result)

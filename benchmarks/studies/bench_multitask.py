@@ -2,7 +2,7 @@
 """Seed 004's Tables 1, 2, 6 and 7 in miniature: dev scores of the multi-task schedules from
 all-MiniLM-L6-v2 on GLUE SST-2, MRPC (the paraphrase task; QQP is not in ../shared) and STS-B.
 
-    python benchmarks/bench_multitask.py --glue ../shared/data/glue/glue_data --model MINILM_DIR \\
+    python benchmarks/studies/bench_multitask.py --glue ../shared/data/glue/glue_data --model MINILM_DIR \\
         --work /tmp/bench-mt --seeds 1 2 3 --limit-train 512 --epochs 2 [--rows fusion average ...]
 
 Each row is a real fairseq-train run (CPU, small budgets) scored by clear-eval-multitask's code on
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 #: row -> (contrastive pre-training first, fairseq-train task options)
