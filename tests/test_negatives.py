@@ -228,3 +228,37 @@ def test_matryoshka_loss_is_the_weighted_sum_of_each_size_computed_separately():
         want = sum(w * fn(*(a[:, :d] if torch.is_tensor(a) and a.dim() == 2 else a for a in args))[0]
                    for d, w in zip(dims, weights))
         assert got.item() == pytest.approx(want.item(), rel=1e-12)
+
+
+# ---- duplicate-free batches (--batch-without-duplicates) --------------------------------------
+@pytest.mark.parametrize("max_sentences,max_tokens", [(4, None), (3, 20), (None, 12)])
+def test_duplicate_free_batches_hold_no_text_twice_and_every_sample_once(max_sentences, max_tokens):
+    import numpy as np
+
+    from fairseq_clear.data.duplicate_free_batches import duplicate_free_batches
+
+    rng = np.random.default_rng(0)
+    keys = rng.integers(0, 12, size=(40, 2))  # 12 texts over 40 two-column rows: many repeats
+    sizes = rng.integers(2, 6, size=40)
+    order = rng.permutation(40)
+    batches = duplicate_free_batches(order, keys, sizes, max_tokens, max_sentences)
+    flat = np.concatenate(batches)
+    assert sorted(flat.tolist()) == list(range(40))
+    for b in batches:
+        rows = [set(keys[i].tolist()) for i in b]  # no text shared by two rows of a batch
+        assert len(set().union(*rows)) == sum(len(r) for r in rows), (b, keys[b])
+        if max_sentences:
+            assert len(b) <= max_sentences
+        if max_tokens and len(b) > 1:
+            assert len(b) * sizes[b].max() <= max_tokens
+    # the first batch takes the first rows of the order that do not repeat a text
+    first, seen = [], set()
+    for i in order:
+        if not seen.intersection(keys[i].tolist()):
+            if max_sentences and len(first) == max_sentences:
+                break
+            if max_tokens and (len(first) + 1) * max([sizes[j] for j in first] + [sizes[i]]) > max_tokens:
+                break
+            first.append(int(i))
+            seen.update(keys[i].tolist())
+    assert batches[0].tolist() == first

@@ -27,6 +27,7 @@ from fairseq import metrics, modules, utils
 from fairseq.criterions import FairseqCriterion, register_criterion
 
 from .. import distributed, losses, negatives, paper_defaults
+from ..errors import FairseqClearError
 from ..gradcache import attach, cached_encode, encode_without_graph
 from .clear_config import (  # noqa: F401  (re-exported)
     ClearCriterionConfig,
@@ -86,6 +87,15 @@ class ClearCriterion(FairseqCriterion):
         self.cfg = cfg
         self._held = []  # --accumulate-contrastive: the update's micro-batches so far
         self.dims, self.dim_weights = matryoshka(cfg)
+        dim = getattr(task, "contrastive_dim", None)  # set by the task's build_model
+        if self.dims is not None and dim is not None and self.dims[0] > dim:
+            raise ClearCriterionError(f"--matryoshka-dims {cfg.matryoshka_dims}: the largest size is more than the "
+                                      f"{dim} dimensions of the contrastive vectors (the projection head's output "
+                                      "when the model has one, else the representation)")
+        if self.dims is not None and getattr(task, "contrastive_head", None) == "projection":
+            logger.warning("--matryoshka-dims trains prefixes of the projection head's output, not of the "
+                           "representation that embed() returns by default (head='projection' gives the trained "
+                           "vectors); for nested representations train with --projection-layers 0")
         self.guide = self._load_guide(task)
         self.gather = cfg.gather_negatives == "on" or (cfg.gather_negatives == "auto" and world_size > 1)
 
@@ -236,8 +246,17 @@ class ClearCriterion(FairseqCriterion):
             return None
         from ..models.hub_interface import from_pretrained
 
-        hub = from_pretrained(self.cfg.guide_model, checkpoint_file=self.cfg.guide_checkpoint,
-                              data_option="--guide-model")
+        import os
+
+        # a fairseq-train save directory has no dict.txt: the guide shares the training data's
+        data = self.cfg.guide_model
+        if not os.path.isfile(os.path.join(data, "dict.txt")) and getattr(getattr(task, "cfg", None), "data", None):
+            data = str(task.cfg.data).split(":")[0]
+        try:
+            hub = from_pretrained(self.cfg.guide_model, checkpoint_file=self.cfg.guide_checkpoint,
+                                  data_name_or_path=os.path.abspath(data), data_option="--guide-model")
+        except FairseqClearError as e:
+            raise ClearCriterionError(f"--guide-model {self.cfg.guide_model}: {e}") from None
         ours = getattr(getattr(task, "source_dictionary", None), "symbols", None)
         theirs = hub.task.source_dictionary.symbols
         if ours is not None and list(ours) != list(theirs):
