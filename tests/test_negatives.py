@@ -262,3 +262,44 @@ def test_duplicate_free_batches_hold_no_text_twice_and_every_sample_once(max_sen
             first.append(int(i))
             seen.update(keys[i].tolist())
     assert batches[0].tolist() == first
+
+
+@pytest.fixture(scope="module")
+def repeated_pairs(tiny_data, tmp_path_factory):
+    """Pairs data whose 40 anchors come three times each (other positives), by clear-prepare-pairs."""
+    from helpers import bin_path, run_cli, synthetic_sentences
+
+    work = tmp_path_factory.mktemp("repeated_pairs")
+    anchors = synthetic_sentences(40, seed=8)
+    positives = synthetic_sentences(120, seed=9)
+    csv = work / "pairs.csv"
+    csv.write_text("sent0,sent1\n" + "".join(f'"{anchors[i % 40]}","{positives[i]}"\n' for i in range(120)),
+                   encoding="utf-8")
+    run_cli([bin_path("clear-prepare-pairs"), "--train", csv, "--data", tiny_data, "--out", work / "bin"])
+    return work / "bin"
+
+
+def _pair_batches(data, *extra):
+    from harness.runs import build_task
+
+    task, _ = build_task(data, "--task", "contrastive_pairs", "--batch-size", "16", *extra)
+    itr = task.get_batch_iterator(task.dataset("train"), max_sentences=16, seed=1).next_epoch_itr(shuffle=True)
+    return [batch["contrastive"] for batch in itr]
+
+
+def _rows_sharing_a_text(views):
+    n = views["num_anchors"]
+    keys = views["source_keys"].view(2, n).t().tolist()  # (anchor, positive) of each row
+    seen, shared = set(), 0
+    for row in keys:
+        shared += bool(seen.intersection(row))
+        seen.update(row)
+    return shared
+
+
+def test_pairs_task_batches_without_duplicates(repeated_pairs):
+    plain = _pair_batches(repeated_pairs)
+    assert sum(_rows_sharing_a_text(v) for v in plain) > 0  # the data does repeat texts in a batch
+    batches = _pair_batches(repeated_pairs, "--batch-without-duplicates")
+    assert sum(v["num_anchors"] for v in batches) == 120  # every row, once
+    assert all(_rows_sharing_a_text(v) == 0 for v in batches)
