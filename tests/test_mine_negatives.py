@@ -164,11 +164,11 @@ def test_the_command_on_a_trained_checkpoint(tmp_path):
     out = tmp_path / "mined.csv"
     log = run_cli(["python", "-m", "fairseq_clear.cli.mine_negatives", "--train", tmp_path / "train.tsv",
                    "--format", "stsb", "--checkpoint", checkpoint, "--data", data, "--out", out, "--cpu",
-                   "--num-negatives", "2", "--chunk-size", "7", "--relative-margin", "0.05"]).stdout
+                   "--num-negatives", "2", "--chunk-size", "7", "--min-score", "-1"]).stdout
     report = json.loads((tmp_path / "mined.json").read_text())
     assert report["counts"]["rows_written"] > 0 and (tmp_path / "mined.png").stat().st_size > 0, log
     assert sum(report["histogram"]["negative"]) == report["counts"]["rows_written"]
-    assert "candidates removed by relative_margin" in log
+    assert "candidates removed by positive: 20" in log and "candidates removed by min_score: 0" in log
     bad = run_cli(["python", "-m", "fairseq_clear.cli.mine_negatives", "--train", tmp_path / "train.tsv",
                    "--checkpoint", checkpoint, "--data", data, "--out", tmp_path / "x.csv", "--range-min", "4",
                    "--range-max", "2"], check=False)
