@@ -66,6 +66,7 @@ setup(
             "clear-prepare = fairseq_clear.cli.prepare:main",
             "clear-synonyms = fairseq_clear.cli.synonyms:main",
             "clear-prepare-pairs = fairseq_clear.cli.prepare_pairs:main",
+            "clear-mine-negatives = fairseq_clear.cli.mine_negatives:main",
             "clear-prepare-multitask = fairseq_clear.cli.prepare_multitask:main",
             "clear-eval-multitask = fairseq_clear.cli.eval_multitask:main",
             "clear-embed = fairseq_clear.cli.embed:main",

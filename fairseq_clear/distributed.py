@@ -56,3 +56,14 @@ def gather_with_grad(x: torch.Tensor, sizes: List[int], group) -> torch.Tensor:
     ``sizes`` must be the row counts of all ranks (see :func:`all_gather_counts`).
     """
     return _GatherWithGrad.apply(x, sizes, group)
+
+
+def gather(x: torch.Tensor, sizes: List[int], group) -> torch.Tensor:
+    """Concatenate ``x`` over the ranks of ``group`` without a graph (keys, a frozen guide's vectors)."""
+    world_size, _ = _group_info(group)
+    x = x.detach()
+    padded = x.new_zeros((max(sizes),) + x.shape[1:])
+    padded[: x.size(0)] = x
+    parts = [torch.empty_like(padded) for _ in range(world_size)]
+    dist.all_gather(parts, padded.contiguous(), group=group)
+    return torch.cat([p[:n] for p, n in zip(parts, sizes)], dim=0)

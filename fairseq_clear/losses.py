@@ -10,9 +10,19 @@ Each function takes the *global* embeddings of a batch (all ranks, see
 this process owns, and returns ``(loss summed over those anchors, number of
 anchors whose positive ranks first)``. With a single process ``rows`` is every
 anchor.
+
+Two optional arguments of every loss, both plain data so the functions stay pure:
+
+* ``negative_mask`` (bool, one row per anchor, one column per candidate): True removes that
+  candidate from that anchor's denominator (a false negative: a duplicate, or one a guide model
+  ranks above the positive; :mod:`fairseq_clear.negatives` builds it). The anchor's own positive
+  is never removed.
+* ``dims`` / ``dim_weights`` (Matryoshka, Kusupati et al. 2022; sentence-transformers'
+  ``MatryoshkaLoss``): the loss is ``sum_k w_k * loss(z[:, :d_k])``, each prefix normalised on
+  its own; the ranking count is that of the largest ``d_k``.
 """
 
-from typing import Optional, Tuple
+from typing import Optional, Sequence, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -36,12 +46,33 @@ def _weighted_sum(terms: torch.Tensor, weights: Optional[torch.Tensor]) -> torch
     return (terms * weights.to(terms.dtype)).sum()
 
 
+def _prefixes(dims: Optional[Sequence[int]], weights: Optional[Sequence[float]], full: int):
+    """[(d, w)] of a Matryoshka loss (the full dimension, weight 1, without one), largest first."""
+    if not dims:
+        return [(full, 1.0)]
+    weights = [1.0] * len(dims) if weights is None else list(weights)
+    if len(weights) != len(dims):
+        raise ValueError(f"{len(dims)} Matryoshka dims but {len(weights)} weights")
+    if max(dims) > full or min(dims) < 1:
+        raise ValueError(f"Matryoshka dims {list(dims)} must be within 1..{full}, the vectors' size")
+    return sorted(zip((int(d) for d in dims), (float(w) for w in weights)), key=lambda t: -t[0])
+
+
+def _masked(logits: torch.Tensor, negative_mask: Optional[torch.Tensor]) -> torch.Tensor:
+    if negative_mask is None:
+        return logits
+    return logits.masked_fill(negative_mask.to(logits.device), float("-inf"))
+
+
 def nt_xent(
     z1: torch.Tensor,
     z2: torch.Tensor,
     temperature: float,
     rows: Optional[torch.Tensor] = None,
     signs: Optional[torch.Tensor] = None,
+    negative_mask: Optional[torch.Tensor] = None,
+    dims: Optional[Sequence[int]] = None,
+    dim_weights: Optional[Sequence[float]] = None,
 ) -> Tuple[torch.Tensor, torch.Tensor]:
     """NT-Xent, CLEAR eq. 1-2 (= SimCLR's loss, DeCLUTR eq. 2, CLSR eq. 1).
 
@@ -54,21 +85,30 @@ def nt_xent(
     Both directions count, so each sentence contributes l(i, i+M) and
     l(i+M, i). Returns the sum of l over the 2·|rows| anchors of ``rows``.
     With M = 1 the positive is the only candidate and the loss is 0. ``signs`` (one per row of
-    ``rows``): each pair's term is multiplied by its sign (see :func:`simcse`).
+    ``rows``): each pair's term is multiplied by its sign (see :func:`simcse`). ``negative_mask``:
+    (2·|rows|, 2M), rows in the order ``rows``, then ``rows + M`` (module docstring).
     """
     m = z1.size(0)
     if rows is None:
         rows = torch.arange(m, device=z1.device)
-    z = _normalize(torch.cat([z1, z2], dim=0))
+    z = torch.cat([z1, z2], dim=0)
     anchors = torch.cat([rows, rows + m])
     targets = torch.cat([rows + m, rows])
-    logits = z[anchors] @ z.t() / temperature
-    self_mask = torch.zeros_like(logits, dtype=torch.bool)
+    self_mask = torch.zeros((len(anchors), 2 * m), dtype=torch.bool, device=z.device)
     self_mask[torch.arange(len(anchors), device=z.device), anchors] = True
-    logits = logits.masked_fill(self_mask, float("-inf"))
-    loss = _weighted_sum(F.cross_entropy(logits, targets, reduction="none"),
-                         None if signs is None else torch.cat([signs, signs]))
-    correct = _count_correct(logits, targets)
+    if negative_mask is not None:
+        keep = torch.zeros_like(self_mask)
+        keep[torch.arange(len(anchors), device=z.device), targets] = True
+        self_mask = self_mask | (negative_mask.to(z.device) & ~keep)
+    weights = None if signs is None else torch.cat([signs, signs])
+    loss, correct = None, None
+    for d, w in _prefixes(dims, dim_weights, z.size(1)):
+        zd = _normalize(z[:, :d])
+        logits = (zd[anchors] @ zd.t() / temperature).masked_fill(self_mask, float("-inf"))
+        term = _weighted_sum(F.cross_entropy(logits, targets, reduction="none"), weights)
+        loss = term * w if loss is None else loss + term * w
+        if correct is None:
+            correct = _count_correct(logits, targets)
     return loss, correct
 
 
@@ -80,6 +120,9 @@ def simcse(
     z3: Optional[torch.Tensor] = None,
     hard_negative_weight: float = 0.0,
     signs: Optional[torch.Tensor] = None,
+    negative_mask: Optional[torch.Tensor] = None,
+    dims: Optional[Sequence[int]] = None,
+    dim_weights: Optional[Sequence[float]] = None,
 ) -> Tuple[torch.Tensor, torch.Tensor]:
     """SimCSE's loss (Gao et al. 2021; seed 004 eq. 1), one direction.
 
@@ -94,22 +137,27 @@ def simcse(
     ``signs`` (one per row of ``rows``, +1 or -1): l_i is multiplied by its sign, so a pair
     with sign -1 (seed 004 §4.1: a non-paraphrase pair, "whose contrastive loss is maximised")
     is pushed apart by the same term that pulls a +1 pair together. The ranking count
-    (second value) counts the +1 rows only.
+    (second value) counts the +1 rows only. ``negative_mask``: (|rows|, M or 2M with hard
+    negatives), positives' columns first.
     """
     m = z1.size(0)
     if rows is None:
         rows = torch.arange(m, device=z1.device)
-    anchors = _normalize(z1[rows])
-    candidates = _normalize(z2)
-    if z3 is not None:
-        candidates = torch.cat([candidates, _normalize(z3)], dim=0)
-    logits = anchors @ candidates.t() / temperature
-    if z3 is not None and hard_negative_weight != 0.0:
-        weight = torch.zeros_like(logits)
-        weight[torch.arange(len(rows), device=z1.device), m + rows] = hard_negative_weight
-        logits = logits + weight
-    loss = _weighted_sum(F.cross_entropy(logits, rows, reduction="none"), signs)
-    if signs is None:
-        return loss, _count_correct(logits, rows)
-    positive = signs > 0
-    return loss, _count_correct(logits[positive], rows[positive])
+    candidates = z2 if z3 is None else torch.cat([z2, z3], dim=0)
+    if negative_mask is not None:
+        negative_mask = negative_mask.to(z1.device).clone()
+        negative_mask[torch.arange(len(rows), device=z1.device), rows] = False  # the positive stays
+    loss, correct = None, None
+    for d, w in _prefixes(dims, dim_weights, z1.size(1)):
+        logits = _normalize(z1[rows][:, :d]) @ _normalize(candidates[:, :d]).t() / temperature
+        if z3 is not None and hard_negative_weight != 0.0:
+            weight = torch.zeros_like(logits)
+            weight[torch.arange(len(rows), device=z1.device), m + rows] = hard_negative_weight
+            logits = logits + weight
+        logits = _masked(logits, negative_mask)
+        term = _weighted_sum(F.cross_entropy(logits, rows, reduction="none"), signs)
+        loss = term * w if loss is None else loss + term * w
+        if correct is None:
+            positive = slice(None) if signs is None else signs > 0
+            correct = _count_correct(logits[positive], rows[positive])
+    return loss, correct

@@ -44,6 +44,9 @@ def get_parser():
     io.add_argument("--normalize", action=argparse.BooleanOptionalAction, default=None,
                     help="scale every vector to unit length (default: the model's own: yes for a "
                     "sentence-transformers model with a Normalize module, recorded by clear-import-hf)")
+    io.add_argument("--truncate-dim", type=int, default=None, metavar="D",
+                    help="keep the first D dimensions of every vector (before --normalize): for a model "
+                    "trained with --matryoshka-dims, one of its trained sizes (default: all)")
     run = parser.add_argument_group("running")
     run.add_argument("--device", help="cpu, cuda or cuda:N (default: cuda if available unless --cpu)")
     run.add_argument("--precision", choices=("fp32", "bf16", "fp16"), default="fp32",
@@ -236,8 +239,16 @@ def main(argv=None):
         hub.embed([""], device=device, precision=args.precision)  # checks device and precision
     except ValueError as e:
         fail(f"--device/--precision: {e}")
+    try:
+        dim = hub.embed([""], head=args.head, truncate_dim=args.truncate_dim).shape[1]
+    except ValueError as e:
+        fail(f"--truncate-dim: {e}")
+    trained = hub.matryoshka_dims
+    if args.truncate_dim is not None and trained and args.truncate_dim not in trained:
+        logger.warning("--truncate-dim %d is not one of the sizes the model was trained at (%s)",
+                       args.truncate_dim, ",".join(map(str, trained)))
     total = _count_lines(args.input)
-    writer = NpyRowWriter(output, hub.embed([""], head=args.head).shape[1])
+    writer = NpyRowWriter(output, dim)
     tsv_file = tsv_tmp = None
     if tsv:
         try:
@@ -252,7 +263,8 @@ def main(argv=None):
     try:
         for chunk in _chunks(_lines(args.input), args.chunk_size):
             vectors = hub.embed(chunk, pooling=args.pooling, batch_size=args.batch_size, normalize=args.normalize,
-                                show_progress=False, head=args.head, precision=args.precision)
+                                show_progress=False, head=args.head, precision=args.precision,
+                                truncate_dim=args.truncate_dim)
             truncated += hub.num_truncated
             empty += sum(1 for s in chunk if not s.strip())
             writer.write(vectors)

@@ -105,6 +105,12 @@ def get_parser():
         help="JSON results (default: the checkpoint's path with .sts.json instead of .pt)",
     )
     out.add_argument("--name", help="row label in the table (default: the checkpoint file name)")
+    parser.add_argument(
+        "--truncate-dims", default="trained", metavar="LIST",
+        help="also score the checkpoint's vectors truncated to these sizes, one row each (pooling@size): "
+        "'trained' = the sizes of its --matryoshka-dims training (none for other models), 'none', or a "
+        "comma-separated list (default: trained)",
+    )
     return parser
 
 
@@ -119,7 +125,9 @@ def evaluate(hub, args):
     scoring = dict(protocol=args.protocol, senteval_average=args.senteval_average)
     models, truncated = {}, 0
     if hub is not None:
-        encoder = hub_encoder(hub, poolings, args.head, args.batch_size, show_progress=sys.stderr.isatty())
+        sizes = truncate_sizes(args.truncate_dims, hub, args.head)
+        encoder = hub_encoder(hub, poolings, args.head, args.batch_size, show_progress=sys.stderr.isatty(),
+                              truncate_dims=sizes)
         logger.info("embedding with %s (%s pooling)", args.checkpoint, ", ".join(poolings))
         models[_checkpoint_name(args)] = score(encoder, pair_sets, args.align_uniform_split, **scoring)
         truncated = encoder.truncated
@@ -149,6 +157,28 @@ def evaluate(hub, args):
     }
 
 
+def truncate_sizes(text, hub, head):
+    """The sizes of --truncate-dims below the vectors' full size (the full one is the plain row)."""
+    from ..models.hub_interface import check_truncate_dim
+
+    full = hub.model.representation_dim(head)
+    if text in ("none", ""):
+        return []
+    if text == "trained":
+        sizes = hub.matryoshka_dims
+    else:
+        try:
+            sizes = [int(x) for x in text.split(",") if x.strip()]
+        except ValueError:
+            fail(f"--truncate-dims must be 'trained', 'none' or comma-separated sizes, got {text!r}")
+        for d in sizes:
+            try:
+                check_truncate_dim(d, full)
+            except ValueError as e:
+                fail(f"--truncate-dims: {e}")
+    return sorted({d for d in sizes if d < full}, reverse=True)
+
+
 def _checkpoint_name(args):
     return args.name or os.path.splitext(os.path.basename(args.checkpoint))[0]
 
@@ -172,6 +202,12 @@ def _fmt(x, spec="5.1f"):
     return "n/a".rjust(len(format(0.0, spec))) if _invalid(x) else format(x, spec)
 
 
+def _label(pooling: str) -> str:
+    """[CLS], mean, and a truncated size as [CLS]@64."""
+    base, _, size = pooling.partition("@")
+    return POOLING_LABELS.get(base, base) + (f"@{size}" if size else "")
+
+
 def format_table(report, name) -> str:
     from ..evaluation.sts import TABLE2_TASKS
 
@@ -187,7 +223,7 @@ def format_table(report, name) -> str:
         "",
         "Method".ljust(label_width) + "".join(c.rjust(8) for c in columns),
     ]
-    rows = [(f"{model}-{POOLING_LABELS.get(pooling, pooling)}", res)
+    rows = [(f"{model}-{_label(pooling)}", res)
             for model, results in report["models"].items() for pooling, res in results.items()]
     label_width = max([label_width] + [len(label) + 2 for label, _ in rows])
     lines[3] = "Method".ljust(label_width) + "".join(c.rjust(8) for c in columns)
@@ -207,7 +243,7 @@ def format_table(report, name) -> str:
         ]
         for pooling, d in diag:
             lines.append(
-                f"  {POOLING_LABELS.get(pooling, pooling):6s} alignment {_fmt(d['alignment'], '.4f')}   "
+                f"  {_label(pooling):6s} alignment {_fmt(d['alignment'], '.4f')}   "
                 f"uniformity {_fmt(d['uniformity'], '.4f')}"
             )
     return "\n".join(lines)

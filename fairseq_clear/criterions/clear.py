@@ -20,14 +20,22 @@ Losses are logged in bits (base 2), like fairseq's ``masked_lm``.
 
 import logging
 import math
+from typing import NamedTuple, Optional
 
 import torch
 from fairseq import metrics, modules, utils
 from fairseq.criterions import FairseqCriterion, register_criterion
 
-from .. import distributed, losses, paper_defaults
+from .. import distributed, losses, negatives, paper_defaults
+from ..errors import FairseqClearError
 from ..gradcache import attach, cached_encode, encode_without_graph
-from .clear_config import ClearCriterionConfig, check_config, runtime_world_size  # noqa: F401  (re-exported)
+from .clear_config import (  # noqa: F401  (re-exported)
+    ClearCriterionConfig,
+    ClearCriterionError,
+    check_config,
+    matryoshka,
+    runtime_world_size,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -40,6 +48,20 @@ def _device_of(sample):
             if found is not None:
                 return found
     return None
+
+
+class Part(NamedTuple):
+    """One micro-batch's share of a contrastive problem (None where the batch has none)."""
+
+    za: torch.Tensor  # anchors
+    zp: torch.Tensor  # positives (DeCLUTR: averaged)
+    zh: Optional[torch.Tensor]  # hard negatives
+    signs: Optional[torch.Tensor]  # seed 004's +1/-1 per pair
+    keys: Optional[torch.Tensor]  # (n, 1 + P) duplicate keys of each pair's texts
+    hkeys: Optional[torch.Tensor]  # (n,) the hard negatives' keys
+    ga: Optional[torch.Tensor]  # the guide's vectors of the anchors,
+    gp: Optional[torch.Tensor]  # of the positives (averaged)
+    gh: Optional[torch.Tensor]  # and of the hard negatives
 
 
 def weighted_loss(mlm_sum, cl_sum, cl_weight: float, masked: int, anchors: int):
@@ -66,6 +88,17 @@ class ClearCriterion(FairseqCriterion):
         check_config(cfg, task, world_size)
         self.cfg = cfg
         self._held = []  # --accumulate-contrastive: the update's micro-batches so far
+        self.dims, self.dim_weights = matryoshka(cfg)
+        dim = getattr(task, "contrastive_dim", None)  # set by the task's build_model
+        if self.dims is not None and dim is not None and self.dims[0] > dim:
+            raise ClearCriterionError(f"--matryoshka-dims {cfg.matryoshka_dims}: the largest size is more than the "
+                                      f"{dim} dimensions of the contrastive vectors (the projection head's output "
+                                      "when the model has one, else the representation)")
+        if self.dims is not None and getattr(task, "contrastive_head", None) == "projection":
+            logger.warning("--matryoshka-dims trains prefixes of the projection head's output, not of the "
+                           "representation that embed() returns by default (head='projection' gives the trained "
+                           "vectors); for nested representations train with --projection-layers 0")
+        self.guide = self._load_guide(task)
         self.gather = cfg.gather_negatives == "on" or (cfg.gather_negatives == "auto" and world_size > 1)
 
     # ---- masked LM -------------------------------------------------------------
@@ -97,21 +130,33 @@ class ClearCriterion(FairseqCriterion):
 
     # ---- contrastive -----------------------------------------------------------
     @staticmethod
-    def _split_views(z, views, stand_in):
-        """Vectors of the anchors, of the (averaged) positives and of the hard negatives."""
+    def _split_views(z, views, stand_in, guide=None):
+        """A :class:`Part`: vectors of the anchors, of the (averaged) positives and of the hard
+        negatives, the pairs' signs, duplicate keys and guide vectors."""
         n = views["num_anchors"]
         p = views.get("positives_per_anchor", 1)
-        za = z[:n]
-        zp = z[n : n + n * p].view(n, p, -1).mean(dim=1)  # DeCLUTR: mean of P positives
-        zh = z[n + n * p :] if views.get("hard_negatives", False) else None
+        hard = views.get("hard_negatives", False)
+
+        def split(x, average=True):
+            if x is None:
+                return None, None, None
+            xa, xp = x[:n], x[n : n + n * p].view(n, p, *x.shape[1:])
+            xp = xp.mean(dim=1) if average else xp  # DeCLUTR: mean of P positives
+            return xa, xp, (x[n + n * p :] if hard else None)
+
+        za, zp, zh = split(z)
         signs = views.get("pair_signs")  # seed 004's negative pairs (contrastive_pairs --negative-pairs)
         if signs is not None:
             signs = signs.to(z.device)
+        keys = hkeys = None
+        if views.get("source_keys") is not None:
+            ka, kp, hkeys = split(views["source_keys"].to(z.device), average=False)
+            keys = torch.cat([ka[:, None], kp], dim=1)  # (n, 1 + P): the pair's texts
+        ga, gp, gh = split(guide)
+        part = Part(za, zp, zh, signs, keys, hkeys, ga, gp, gh)
         if stand_in:  # joins the collectives, lends no views to the other ranks
-            za, zp = za[:0], zp[:0]
-            zh = zh[:0] if zh is not None else None
-            signs = signs[:0] if signs is not None else None
-        return za, zp, zh, signs
+            part = Part(*(x[:0] if x is not None else None for x in part))
+        return part
 
     def _problem(self, model, views, step, n_masked):
         """(views of each micro-batch of the contrastive problem this call completes, its masked
@@ -120,32 +165,34 @@ class ClearCriterion(FairseqCriterion):
         encode = lambda src: model(src, contrastive=True)[0]  # noqa: E731  (through forward: DDP)
         chunk = self.cfg.contrastive_chunk_size if model.training else 0
         stand_in = step is not None and step.stand_in
+        guide = self._guide_vectors(views["src_tokens"]) if self.guide is not None and model.training else None
         if not (self.cfg.accumulate_contrastive and step is not None and step.count is not None
                 and model.training and torch.is_grad_enabled()):
             z = cached_encode(encode, views["src_tokens"], chunk, model.parameters())
-            return [self._split_views(z, views, stand_in)], int(n_masked), False
+            return [self._split_views(z, views, stand_in, guide)], int(n_masked), False
         if step.index == 0:
             self._held = []
-        self._held.append((encode_without_graph(encode, views["src_tokens"], chunk), views, stand_in, int(n_masked)))
+        self._held.append((encode_without_graph(encode, views["src_tokens"], chunk), views, stand_in, int(n_masked),
+                           guide))
         if step.index < step.count - 1:
             return None
         held, self._held = self._held, []
         # the backward encodes every held chunk again, with its graph (gradcache.attach)
         z = attach(encode, [piece for h in held for piece in h[0]], model.parameters())
         parts, offset = [], 0
-        for pieces, layout, stand_in_i, _ in held:
+        for pieces, layout, stand_in_i, _, guide_i in held:
             rows = sum(piece.out.size(0) for piece in pieces)
-            parts.append(self._split_views(z[offset : offset + rows], layout, stand_in_i))
+            parts.append(self._split_views(z[offset : offset + rows], layout, stand_in_i, guide_i))
             offset += rows
         return parts, sum(h[3] for h in held), True
 
     def _contrastive(self, parts, n_masked, training):
         """(summed loss over the local anchors, correct, local anchors, global anchors, global
-        masked tokens): the views of ``parts`` against every candidate (all ranks' when gathering)."""
-        za = torch.cat([part[0] for part in parts])
-        zp = torch.cat([part[1] for part in parts])
-        zh = torch.cat([part[2] for part in parts]) if parts[0][2] is not None else None
-        signs = torch.cat([part[3] for part in parts]) if parts[0][3] is not None else None
+        masked tokens, {rule: candidates masked}): the views of ``parts`` against every candidate
+        (all ranks' when gathering)."""
+        fields = [None if parts[0][k] is None else torch.cat([part[k] for part in parts])
+                  for k in range(len(Part._fields))]
+        za, zp, zh, signs, keys, hkeys, ga, gp, gh = fields
         n = za.size(0)
         offset, pairs, masked = 0, n, n_masked
         if self.gather and training:
@@ -158,13 +205,84 @@ class ClearCriterion(FairseqCriterion):
             za, zp = (distributed.gather_with_grad(x, sizes, group) for x in (za, zp))
             if zh is not None:
                 zh = distributed.gather_with_grad(zh, sizes, group)
+            keys, hkeys, ga, gp, gh = (None if x is None else distributed.gather(x, sizes, group)
+                                       for x in (keys, hkeys, ga, gp, gh))
         rows = torch.arange(offset, offset + n, device=za.device)
-        if self.cfg.loss_form == "nt-xent":  # both directions: 2 anchors per pair
-            cl_sum, correct = losses.nt_xent(za, zp, self.cfg.temperature, rows, signs)
-            return cl_sum, correct, 2 * n, 2 * pairs, masked
+        mask, counts = self._negative_mask(rows, keys, hkeys, (ga, gp, gh), training)
+        form = self.cfg.loss_form
+        if self.dims is not None and self.dims[0] > za.size(1):
+            raise ClearCriterionError(f"--matryoshka-dims {self.cfg.matryoshka_dims}: the largest size is more "
+                                      f"than the {za.size(1)} dimensions of the contrastive vectors")
+        if form == "nt-xent":  # both directions: 2 anchors per pair
+            cl_sum, correct = losses.nt_xent(za, zp, self.cfg.temperature, rows, signs, negative_mask=mask,
+                                             dims=self.dims, dim_weights=self.dim_weights)
+            return cl_sum, correct, 2 * n, 2 * pairs, masked, counts
         cl_sum, correct = losses.simcse(za, zp, self.cfg.temperature, rows, zh, self.cfg.hard_negative_weight,
-                                        signs)
-        return cl_sum, correct, n, pairs, masked
+                                        signs, negative_mask=mask, dims=self.dims, dim_weights=self.dim_weights)
+        return cl_sum, correct, n, pairs, masked, counts
+
+    def _negative_mask(self, rows, keys, hkeys, guide, training):
+        """The false negatives of the local anchors (fairseq_clear/negatives.py) and how many
+        candidates each rule masked."""
+        mask, counts = None, {k: 0 for k in self._mask_counters()}
+        if self.cfg.mask_duplicates:
+            if keys is None:
+                raise ClearCriterionError("--mask-duplicates: this task's batches carry no source_keys (the "
+                                          "plugin's clear, declutr and contrastive_pairs tasks do)")
+            dup = negatives.duplicate_mask(keys, rows, self.cfg.loss_form, hkeys)
+            counts["dup_masked"] = int(dup.sum())
+            mask = dup
+        if guide[0] is not None and training:
+            gist = negatives.guide_mask(guide, rows, self.cfg.loss_form, self.cfg.guide_margin,
+                                        self.cfg.guide_margin_strategy)
+            counts["guide_masked"] = int(gist.sum())
+            mask = gist if mask is None else mask | gist
+        return mask, counts
+
+    # ---- the guide model (GISTEmbed) ----------------------------------------------
+    def _load_guide(self, task):
+        """The frozen guide, kept out of the module tree (a plain list), so that it is neither
+        trained (fairseq's optimizer takes the criterion's parameters), nor saved in our
+        checkpoints, nor moved by ``criterion.to()``."""
+        if not self.cfg.guide_model:
+            return None
+        from ..models.hub_interface import from_pretrained
+
+        import os
+
+        # a fairseq-train save directory has no dict.txt: the guide shares the training data's
+        data = self.cfg.guide_model
+        if not os.path.isfile(os.path.join(data, "dict.txt")) and getattr(getattr(task, "cfg", None), "data", None):
+            data = str(task.cfg.data).split(":")[0]
+        try:
+            hub = from_pretrained(self.cfg.guide_model, checkpoint_file=self.cfg.guide_checkpoint,
+                                  data_name_or_path=os.path.abspath(data), data_option="--guide-model")
+        except FairseqClearError as e:
+            raise ClearCriterionError(f"--guide-model {self.cfg.guide_model}: {e}") from None
+        ours = getattr(getattr(task, "source_dictionary", None), "symbols", None)
+        theirs = hub.task.source_dictionary.symbols
+        if ours is not None and list(ours) != list(theirs):
+            raise ClearCriterionError(
+                f"--guide-model {self.cfg.guide_model}: its dict.txt ({len(theirs)} symbols) differs from the "
+                f"training data's ({len(ours)}); the guide scores the batch's token rows, so it must share the "
+                "data's tokenizer (prepare the data with --tokenizer-from the guide, or import a guide that does)")
+        for p in hub.model.parameters():
+            p.requires_grad_(False)
+        hub.model.eval()
+        logger.info("guide model %s (frozen; --guide-margin %s, %s)", self.cfg.guide_model,
+                    self.cfg.guide_margin, self.cfg.guide_margin_strategy)
+        return [hub.model]
+
+    @torch.no_grad()
+    def _guide_vectors(self, src_tokens):
+        """The guide's vectors of every view row (eval mode: no dropout, so no RNG is drawn and a
+        resume stays bit-exact)."""
+        model = self.guide[0]
+        if next(model.parameters()).device != src_tokens.device:
+            model.to(src_tokens.device)
+        pad = model.encoder.dictionary.pad()
+        features = model.sentence_features(src_tokens)
+        return model.represent(features, src_tokens.eq(pad)[:, : features.size(1)]).float()
 
     def forward(self, model, sample, reduce=True):
         step = getattr(self.task, "step", None)  # tasks/contrastive.Step; None outside train_step
@@ -185,17 +303,19 @@ class ClearCriterion(FairseqCriterion):
         problem = self._problem(model, views, step, n_masked) if views else None
         if problem is not None:
             parts, problem_masked, held = problem
-            cl_sum, correct, anchors, anchors_global, masked = self._contrastive(parts, problem_masked, model.training)
+            cl_sum, correct, anchors, anchors_global, masked, counts = self._contrastive(
+                parts, problem_masked, model.training)
             masked_units = masked_units if held else masked > 0
             loss = weighted_loss(loss, cl_sum, self.cfg.cl_weight, masked if masked_units else 0, anchors_global)
             unit_global = masked if masked_units else anchors_global
-            logs = {"cl_loss": cl_sum.data, "cl_correct": correct.data, "cl_anchors": anchors}
+            logs = {"cl_loss": cl_sum.data, "cl_correct": correct.data, "cl_anchors": anchors, **counts}
         elif views:  # an earlier micro-batch of an --accumulate-contrastive update
             if not masked_units:  # a zero in the graph keeps optimizer.backward() valid without MLM
                 trainable = next((p for p in model.parameters() if p.requires_grad), None)
                 loss = trainable.sum() * 0.0 if trainable is not None else loss
             # the same keys in every micro-batch: fairseq's stat sync sums the first output's keys
-            logs = {"cl_loss": zero, "cl_correct": zero.long(), "cl_anchors": 0}
+            logs = {"cl_loss": zero, "cl_correct": zero.long(), "cl_anchors": 0,
+                    **{k: 0 for k in self._mask_counters()}}
         sample_size = n_masked.float() if masked_units or not views else zero + own_anchors
         if "target2" in sample:  # Double-MLM baseline (§5.1): its own mean over its masked tokens
             mlm2_sum, n_masked2 = self._mlm(model, sample["net_input2"], sample["target2"])
@@ -206,6 +326,9 @@ class ClearCriterion(FairseqCriterion):
         logs.update(loss=loss.data, mlm_loss=mlm_sum.data, n_masked=n_masked.data, ntokens=sample["ntokens"],
                     nsentences=sample["nsentences"], sample_size=sample_size)
         return loss, sample_size, logs
+
+    def _mask_counters(self):
+        return (["dup_masked"] if self.cfg.mask_duplicates else []) + (["guide_masked"] if self.guide else [])
 
     def _group(self):
         from fairseq.distributed import utils as dist_utils
@@ -238,6 +361,9 @@ class ClearCriterion(FairseqCriterion):
                 "cl_loss", total("cl_loss") / anchors / math.log(2), anchors, round=3
             )
             metrics.log_scalar("cl_acc", 100.0 * total("cl_correct") / anchors, anchors, round=2)
+        for key in ("dup_masked", "guide_masked"):  # candidates masked per update (all ranks)
+            if any(key in log for log in logging_outputs):
+                metrics.log_scalar(key, total(key), round=1)
 
     @staticmethod
     def logging_outputs_can_be_summed() -> bool:

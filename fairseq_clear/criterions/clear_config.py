@@ -9,8 +9,15 @@ import torch
 from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 from omegaconf import II
 
+from ..errors import FairseqClearError
+
 LOSS_FORMS = ChoiceEnum(["paper", "nt-xent", "simcse"])
 GATHER_CHOICES = ChoiceEnum(["auto", "on", "off"])
+MARGIN_STRATEGIES = ChoiceEnum(["absolute", "relative"])
+
+
+class ClearCriterionError(FairseqClearError, ValueError):
+    """A ``--criterion clear`` option that cannot work; the message names it."""
 
 
 @dataclass
@@ -79,6 +86,53 @@ class ClearCriterionConfig(FairseqDataclass):
             "(supervised pairs with a hard-negative column; 0 = plain)"
         },
     )
+    mask_duplicates: bool = field(
+        default=False,
+        metadata={
+            "help": "exact duplicates are not negatives: a candidate of another pair that shares a token "
+            "sequence with the anchor's pair (its sentence before augmentation, its positive) is left out "
+            "of the anchor's denominator, as is a hard negative equal to either; the count masked per "
+            "update is logged as dup_masked (no paper has it; sentence-transformers avoids duplicates in "
+            "its batch sampler instead, see --task contrastive_pairs --batch-without-duplicates)"
+        },
+    )
+    guide_model: str = field(
+        default="",
+        metadata={
+            "help": "GISTEmbed's guide (sentence-transformers' GISTEmbedLoss guide): a model directory the "
+            "hub loads (a fairseq-clear checkpoint or clear-import-hf's output) with the training data's "
+            "dict.txt; it scores the candidates (frozen, never trained or saved) and a candidate it ranks "
+            "above the anchor's positive (see --guide-margin) is not a negative; logged as guide_masked; "
+            "'' = off"
+        },
+    )
+    guide_checkpoint: str = field(
+        default="model.pt", metadata={"help": "the --guide-model directory's checkpoint file"}
+    )
+    guide_margin: float = field(
+        default=0.0,
+        metadata={
+            "help": "GISTEmbedLoss's margin (sentence-transformers: 0.0): absolute = mask when the guide's "
+            "sim > sim(positive) - margin; relative = when sim > sim(positive)·(1 - margin)"
+        },
+    )
+    guide_margin_strategy: MARGIN_STRATEGIES = field(
+        default="absolute",
+        metadata={"help": "GISTEmbedLoss's margin_strategy (sentence-transformers: absolute)"},
+    )
+    matryoshka_dims: str = field(
+        default="",
+        metadata={
+            "help": "Matryoshka (Kusupati et al. 2022; sentence-transformers' MatryoshkaLoss, which has no "
+            "default): comma-separated sizes, e.g. 768,512,256,128,64; the contrastive loss becomes the "
+            "weighted sum of the loss over each prefix of the contrastive vectors (the projection head's "
+            "output when the model has one, else the representation that embed() returns); '' = off"
+        },
+    )
+    matryoshka_weights: str = field(
+        default="",
+        metadata={"help": "one weight per --matryoshka-dims size (sentence-transformers: 1 each); '' = 1 each"},
+    )
     world_size: int = II("distributed_training.distributed_world_size")
     ddp_backend: str = II("distributed_training.ddp_backend")
     tpu: bool = II("common.tpu")
@@ -99,6 +153,35 @@ def runtime_world_size(configured: int) -> int:
 
         return dist_utils.get_data_parallel_world_size()
     return configured
+
+
+def _numbers(text: str, kind, flag: str) -> list:
+    try:
+        return [kind(x) for x in str(text or "").replace(" ", "").split(",") if x]
+    except ValueError:
+        raise ClearCriterionError(f"{flag} must be comma-separated numbers, got {text!r}") from None
+
+
+def matryoshka(cfg):
+    """(dims, weights) of --matryoshka-dims/--matryoshka-weights, largest first; (None, None) when off."""
+    dims = _numbers(cfg.matryoshka_dims, int, "--matryoshka-dims")
+    weights = _numbers(cfg.matryoshka_weights, float, "--matryoshka-weights")
+    if not dims:
+        if weights:
+            raise ClearCriterionError("--matryoshka-weights needs --matryoshka-dims")
+        return None, None
+    if min(dims) < 1 or len(set(dims)) != len(dims):
+        raise ClearCriterionError(f"--matryoshka-dims must be distinct sizes >= 1, got {cfg.matryoshka_dims!r}")
+    if not weights:
+        weights = [1.0] * len(dims)
+    if len(weights) != len(dims):
+        raise ClearCriterionError(f"--matryoshka-weights gives {len(weights)} weights for {len(dims)} "
+                                  f"--matryoshka-dims sizes")
+    if not all(0 <= w < math.inf for w in weights) or not any(w > 0 for w in weights):
+        raise ClearCriterionError(f"--matryoshka-weights must be finite, >= 0 and not all 0, got "
+                                  f"{cfg.matryoshka_weights!r}")
+    order = sorted(range(len(dims)), key=lambda i: -dims[i])
+    return [dims[i] for i in order], [weights[i] for i in order]
 
 
 def check_config(cfg, task, world_size: int) -> None:
@@ -136,6 +219,9 @@ def check_config(cfg, task, world_size: int) -> None:
         if value > 0 and world_size > 1 and ddp_backend not in ("legacy_ddp", "no_c10d"):
             raise ValueError(f"{flag} with several ranks needs --ddp-backend legacy_ddp: the re-encoding "
                              "backward makes parameters ready more than once, which torch's DDP refuses")
+    matryoshka(cfg)
+    if not math.isfinite(cfg.guide_margin):
+        raise ClearCriterionError(f"--guide-margin must be finite, got {cfg.guide_margin}")
     if getattr(task, "uses_hard_negatives", False) and cfg.loss_form != "simcse":
         # nt-xent has no place for them: they would be dropped without a word
         raise ValueError("the task feeds hard negatives (--hard-negatives), which only --loss-form "

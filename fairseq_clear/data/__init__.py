@@ -1,6 +1,7 @@
 from .contrastive_rows_dataset import ContrastiveRowsDataset
 from .contrastive_views_dataset import ContrastiveViewsDataset
 from .document_dataset import DocumentDataset
+from .duplicate_free_batches import DuplicateFreeBatchesDataset
 from .document_spans_dataset import DocumentSpansDataset
 from .epoch_shuffled_dataset import EpochShuffledDataset
 from .list_item_dataset import ListItemDataset
@@ -13,6 +14,7 @@ __all__ = [
     "ContrastiveRowsDataset",
     "ContrastiveViewsDataset",
     "DocumentDataset",
+    "DuplicateFreeBatchesDataset",
     "DocumentSpansDataset",
     "EpochShuffledDataset",
     "ListItemDataset",

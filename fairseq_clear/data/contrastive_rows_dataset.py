@@ -5,6 +5,8 @@ import torch
 
 from fairseq.data import FairseqDataset, data_utils
 
+from ..negatives import token_key
+
 
 class ContrastiveRowsDataset(FairseqDataset):
     """The ``contrastive`` part of a sample from datasets of anchors, positives and hard negatives.
@@ -20,7 +22,8 @@ class ContrastiveRowsDataset(FairseqDataset):
     DeCLUTR uses A = P = 2 from one document; supervised pairs use A = P = 1
     with or without a hard negative (SimCSE, CLSR). ``signs`` (one per sample, +1 or -1):
     seed 004's labelled pairs, whose label-0 pairs' loss is maximised; the batch then carries
-    ``pair_signs`` (one per anchor).
+    ``pair_signs`` (one per anchor). ``source_keys``: each row's
+    :func:`~fairseq_clear.negatives.token_key` (``--mask-duplicates``).
     """
 
     def __init__(
@@ -75,6 +78,8 @@ class ContrastiveRowsDataset(FairseqDataset):
             "num_anchors": len(anchors),
             "positives_per_anchor": self.positives_per_anchor,
             "hard_negatives": bool(self.hard_negatives),
+            # each row's own token sequence: --mask-duplicates
+            "source_keys": torch.tensor([token_key(r) for r in anchors + positives + hard], dtype=torch.long),
         }
         if self.signs is not None:
             out["pair_signs"] = torch.tensor([s[3] for s in samples for _ in s[0]], dtype=torch.float32)

@@ -4,6 +4,7 @@ from fairseq.data import BaseWrapperDataset, data_utils
 
 from ..augmentations import Augmentation
 from ..keyed_rng import KeyedRNG
+from ..negatives import token_key
 
 
 class ContrastiveViewsDataset(BaseWrapperDataset):
@@ -13,7 +14,8 @@ class ContrastiveViewsDataset(BaseWrapperDataset):
     so views are reproducible, differ between the two views, change every
     epoch, and replay exactly when a run resumes from a checkpoint.
 
-    Items are ``[view1, view2]`` (each ``<s> ... </s>``); the collater pads all
+    Items are ``[view1, view2, key]`` (each view ``<s> ... </s>``; ``key`` the sentence's
+    :func:`~fairseq_clear.negatives.token_key`, for ``--mask-duplicates``); the collater pads all
     ``2N`` views of a batch into one tensor, anchors (view 1) first, so that the
     criterion encodes them in a single forward pass.
 
@@ -51,7 +53,7 @@ class ContrastiveViewsDataset(BaseWrapperDataset):
         )
 
     def __getitem__(self, index):
-        return [self.view(index, 1), self.view(index, 2)]
+        return [self.view(index, 1), self.view(index, 2), token_key(self.dataset[index])]
 
     def collater(self, samples):
         if len(samples) == 0:
@@ -61,4 +63,6 @@ class ContrastiveViewsDataset(BaseWrapperDataset):
             "src_tokens": data_utils.collate_tokens(views, self.pad),
             "num_anchors": len(samples),
             "positives_per_anchor": 1,
+            # both views of a sentence carry the key of the sentence they were made from
+            "source_keys": torch.tensor([s[2] for s in samples] * 2, dtype=torch.long),
         }

@@ -151,8 +151,10 @@ def load_sts(sts_dir, tasks=ALL_TASKS, copy="senteval", split="test", align_spli
     return pair_sets, dirs
 
 
-def hub_encoder(hub, poolings=("cls", "mean"), head="representation", batch_size=64, show_progress=False) -> Encoder:
-    """A fairseq-clear hub, one label per pooling, one forward pass for all of them."""
+def hub_encoder(hub, poolings=("cls", "mean"), head="representation", batch_size=64, show_progress=False,
+                truncate_dims=()) -> Encoder:
+    """A fairseq-clear hub, one label per pooling, one forward pass for all of them; with
+    ``truncate_dims``, also ``pooling@d``: the first d dimensions (Matryoshka sizes)."""
     from ..models.inference import embed_tokens
 
     def encode(sentences):
@@ -162,7 +164,11 @@ def hub_encoder(hub, poolings=("cls", "mean"), head="representation", batch_size
             logger.warning("truncated %d sentences longer than %d positions", truncated, hub.model.max_positions())
         vectors = embed_tokens(hub.model, tokens, list(poolings), head=head, batch_size=batch_size,
                                show_progress=show_progress)
-        return {p: v.numpy() for p, v in vectors.items()}
+        out = {}
+        for p, v in vectors.items():
+            out[p] = v.numpy()
+            out.update({f"{p}@{d}": v[:, :d].numpy() for d in truncate_dims})
+        return out
 
     wrapped = EncoderFn(encode)
     return wrapped

@@ -248,7 +248,13 @@ def _write_export(hub, out_dir, pooling, head, normalize, with_lm_head, sts_tabl
     with open(os.path.join(out_dir, "fairseq_clear_export.json"), "w", encoding="utf-8") as f:
         json.dump({"pooling": pooling, "head": head, "normalize": normalize,
                    "max_positions": max_positions, "arch": getattr(model.args, "arch", None),
-                   "literal_special_tokens": literal_specials}, f, indent=2)
+                   "literal_special_tokens": literal_specials,
+                   # the vectors keep every dimension; the sizes --matryoshka-dims trained (of the
+                   # projection head's output when the model has one) are recorded here
+                   "dim": model.representation_dim(head),
+                   "matryoshka_dims": hub.matryoshka_dims,
+                   "matryoshka_head": ("projection" if getattr(model, "projection_head", None) is not None
+                                       else "representation") if hub.matryoshka_dims else None}, f, indent=2)
     return st
 
 

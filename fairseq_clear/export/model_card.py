@@ -103,6 +103,17 @@ def render(hub, pooling: str, head: str, normalize: bool, modules: int, sts_tabl
         f"* **Sentence vector**: {pooling} pooling of the last layer"
         + {"representation": "", "mlp": ", then CLSR's MLP e", "projection": ", then the projection head g"}.get(head, f", head '{head}'")
         + (", L2-normalised" if normalize else "") + f" ({modules} sentence-transformers modules).",
+    ]
+    if hub.matryoshka_dims:
+        trained_head = "projection" if getattr(model, "projection_head", None) is not None else "representation"
+        lines.append(
+            f"* **Matryoshka sizes**: the contrastive loss was trained at {', '.join(map(str, hub.matryoshka_dims))} "
+            f"dimensions of the {trained_head} vectors; the export keeps all "
+            f"{model.representation_dim(head)}"
+            + (" (load with `SentenceTransformer('PATH', truncate_dim=D)` for the first D)" if trained_head == head
+               else f" (this export's {head} vectors are not the trained ones: their prefixes were not trained)")
+            + ".")
+    lines += [
         "",
         "## Use",
         "",

@@ -100,6 +100,12 @@ class ClearHubInterface(RobertaHubInterface):
         return self.model.args.sentence_pooling
 
     @property
+    def matryoshka_dims(self) -> List[int]:
+        """The sizes this model's contrastive loss was trained at (``--matryoshka-dims``, largest
+        first), [] when it was not (or for an imported model: clear-import-hf records none)."""
+        return matryoshka_dims_of(self.cfg)
+
+    @property
     def default_normalize(self) -> bool:
         """Whether the model's own vectors are unit length (``--sentence-normalize``)."""
         return bool(getattr(self.model.args, "sentence_normalize", False))
@@ -115,6 +121,7 @@ class ClearHubInterface(RobertaHubInterface):
         head: str = "representation",
         device: Optional[str] = None,
         precision: str = "fp32",
+        truncate_dim: Optional[int] = None,
     ):
         """Sentence vectors, in the order given (sentence-transformers' ``encode()`` style).
 
@@ -144,6 +151,9 @@ class ClearHubInterface(RobertaHubInterface):
             precision: ``fp32`` (default), ``bf16`` (autocast; CPU or GPU) or ``fp16``
                 (autocast; GPU only). Vectors are returned as float32 either way; bf16
                 differs from fp32 by about 1e-2 at most (measured in benchmarks/bench_embed_precision.py).
+            truncate_dim: keep the first this many dimensions (sentence-transformers'
+                ``truncate_dim``), before ``normalize``; meant for a model trained with
+                ``--matryoshka-dims`` (``self.matryoshka_dims``); default: all.
 
         Sentences longer than the model's maximum positions are truncated; a
         warning gives the count, also kept in ``self.num_truncated``.
@@ -154,7 +164,8 @@ class ClearHubInterface(RobertaHubInterface):
         if normalize is None:
             normalize = self.default_normalize
         check_pooling(pooling)
-        self.model.representation_dim(head)  # raises for an unknown or missing head
+        full = self.model.representation_dim(head)  # raises for an unknown or missing head
+        check_truncate_dim(truncate_dim, full)
         if convert_to not in CONVERT_CHOICES:
             raise ValueError(f"unknown convert_to '{convert_to}', choose from {CONVERT_CHOICES}")
         if precision not in PRECISION_CHOICES:
@@ -185,6 +196,8 @@ class ClearHubInterface(RobertaHubInterface):
                 self.model, tokens, (pooling,), head=head, batch_size=batch_size,
                 show_progress=show_progress,
             )[pooling]
+        if truncate_dim is not None:
+            vectors = vectors[:, :truncate_dim]
         if normalize:
             from ..search import unit_rows
 
@@ -258,6 +271,27 @@ class ClearHubInterface(RobertaHubInterface):
         elif isinstance(x, torch.Tensor):
             x = x.detach().cpu()
         return unit_rows(x, name), single
+
+
+class TruncateDimError(FairseqClearError, ValueError):
+    """``truncate_dim`` / ``--truncate-dim`` outside 1..the vectors' size."""
+
+
+def check_truncate_dim(truncate_dim, full: int) -> None:
+    if truncate_dim is None:
+        return
+    if isinstance(truncate_dim, bool) or not isinstance(truncate_dim, int) or not 1 <= truncate_dim <= full:
+        raise TruncateDimError(f"truncate_dim must be an int in 1..{full} (the vectors' size), got {truncate_dim!r}")
+
+
+def matryoshka_dims_of(cfg) -> List[int]:
+    """``--matryoshka-dims`` of a checkpoint's config (largest first; [] when none)."""
+    criterion = cfg.get("criterion", None) if hasattr(cfg, "get") else getattr(cfg, "criterion", None)
+    text = getattr(criterion, "matryoshka_dims", "") if criterion is not None else ""
+    try:
+        return sorted({int(x) for x in str(text or "").replace(" ", "").split(",") if x}, reverse=True)
+    except ValueError:
+        return []
 
 
 def _check_device(device) -> torch.device:

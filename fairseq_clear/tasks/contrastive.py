@@ -227,7 +227,12 @@ class ContrastiveTask(StsValidationMixin, MaskedLMTask):
         paper_defaults.fill(cfg, paper_defaults.MODEL_OPTIONS, self.paper_mode(cfg), "model")
         self.model_mode = self.paper_mode(cfg)  # the criterion's values follow the model's mode
         self.check_continued_lr(cfg)
-        return super().build_model(cfg, from_checkpoint)
+        model = super().build_model(cfg, from_checkpoint)
+        if self.is_contrastive and hasattr(model, "representation_dim"):
+            # the size of the vectors the contrastive loss compares (--matryoshka-dims is checked against it)
+            head = "projection" if getattr(model, "projection_head", None) is not None else "representation"
+            self.contrastive_dim, self.contrastive_head = model.representation_dim(head), head
+        return model
 
     #: the recipe (continued.CONTINUED) whose continued-training values a paper mode follows
     continued_modes = {"simcse": "simcse-unsup"}

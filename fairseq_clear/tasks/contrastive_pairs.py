@@ -40,6 +40,7 @@ from fairseq.tasks import register_task
 
 from ..data import (
     ContrastiveRowsDataset,
+    DuplicateFreeBatchesDataset,
     EpochShuffledDataset,
     RowTokensDataset,
     SentenceDataset,
@@ -78,6 +79,15 @@ class ContrastivePairsConfig(ContrastiveConfig):
             "help": "seed 004 §4.1: rows labelled 0 in DATA/label/SPLIT.label (clear-prepare-pairs "
             "--negative-pairs: Quora / MRPC non-paraphrases) are negative pairs whose contrastive loss "
             "is maximised (their term enters with sign -1); rows labelled 1 are positives as usual"
+        },
+    )
+    batch_without_duplicates: bool = field(
+        default=False,
+        metadata={
+            "help": "no text twice in a batch (sentence-transformers' NoDuplicatesBatchSampler): a row "
+            "sharing a sentence (any column) with the batch being filled waits for a later batch; counted "
+            "in the log. Across ranks and --update-freq micro-batches duplicates can remain: "
+            "--mask-duplicates masks those"
         },
     )
 
@@ -230,6 +240,6 @@ class ContrastivePairsTask(ContrastiveTask):
         sizes = np.max(np.stack([d.sizes for d in cols]), axis=0)
         dataset = NestedDictionaryDataset(defn, sizes=[sizes])
         # fresh random batches every epoch: the batch is the set of negatives
-        self.datasets[split] = EpochShuffledDataset(
-            dataset, seed=self.cfg.seed, sizes=self.batch_sizes_for_order(sizes)
-        )
+        shuffled = EpochShuffledDataset(dataset, seed=self.cfg.seed, sizes=self.batch_sizes_for_order(sizes))
+        self.datasets[split] = (DuplicateFreeBatchesDataset(shuffled, cols, sizes)
+                                if self.cfg.batch_without_duplicates else shuffled)

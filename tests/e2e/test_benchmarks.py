@@ -186,6 +186,18 @@ def test_gradcache_benchmark_runs_in_a_small_form(tmp_path):
     assert all(r["peak_mb"] >= 0 and r["seconds"] > 0 for r in rows)
 
 
+def test_negatives_benchmark_runs_in_a_small_form(tmp_path):
+    """benchmarks/studies/bench_negatives.py keeps working (tiny model, tiny batch): every configuration
+    timed, the masking ones masked something."""
+    out = tmp_path / "neg.json"
+    run_cli([sys.executable, STUDIES / "bench_negatives.py", "--sentences", "24", "--arch", "clear_roberta_tiny",
+             "--repeats", "1", "--output", out])
+    configs = json.loads(out.read_text())["configs"]
+    assert set(configs) == {"base", "mask-duplicates", "matryoshka", "guide", "all"}
+    assert configs["base"]["ratio_to_base"] == 1.0 and all(c["median_seconds"] > 0 for c in configs.values())
+    assert configs["all"]["masked_last"]["dup_masked"] > 0 and configs["all"]["masked_last"]["guide_masked"] > 0
+
+
 def _estimates(tmp_path, name, *args):
     out = tmp_path / f"{name}.json"
     run_cli([sys.executable, STUDIES / "estimate_memory.py", "--arch", "clear_roberta_tiny", "--tokens", "20",

@@ -186,7 +186,8 @@ def _one_update(tiny_data, micro_batches, *extra, monkeypatch):
     return agg.get_smoothed_values(), grads
 
 
-@pytest.mark.parametrize("extra", [[], ["--mlm", "off"], ["--loss-form", "simcse"], ["--contrastive-chunk-size", "5"]])
+@pytest.mark.parametrize("extra", [[], ["--mlm", "off"], ["--loss-form", "simcse"], ["--contrastive-chunk-size", "5"],
+                                   ["--mask-duplicates", "--matryoshka-dims", "128,32,8", "--contrastive-chunk-size", "5"]])
 def test_accumulated_update_equals_one_big_batch(tiny_data, extra, monkeypatch):
     """update-freq 4 x B with --accumulate-contrastive = one update of 4B (same loss, same
     gradients); without the option the four micro-batches are four problems (different)."""

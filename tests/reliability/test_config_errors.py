@@ -48,6 +48,12 @@ CASES = [
     ("mask-prob-above-1", ["--mask-prob", "1.2"], "--mask-prob must be in [0, 1]"),
     # the loss
     ("temperature-zero", ["--temperature", "0"], "--temperature must be > 0"),
+    ("matryoshka-dims-not-numbers", ["--matryoshka-dims", "64,x"], "--matryoshka-dims must be comma-separated"),
+    ("matryoshka-weights-count", ["--matryoshka-dims", "64,32", "--matryoshka-weights", "1"],
+     "--matryoshka-weights gives 1 weights for 2 --matryoshka-dims"),
+    ("matryoshka-dims-too-large", ["--matryoshka-dims", "4096,64"], "--matryoshka-dims 4096,64: the largest size"),
+    ("guide-margin-nan", ["--guide-margin", "nan"], "--guide-margin must be finite"),
+    ("guide-model-missing", ["--guide-model", "/nonexistent/guide"], "model directory '/nonexistent/guide'"),
     ("temperature-negative", ["--temperature", "-0.1"], "--temperature must be > 0"),
     ("temperature-inf", ["--temperature", "inf"], "--temperature must be > 0 and finite"),
     ("cl-weight-negative", ["--cl-weight", "-1"], "--cl-weight must be >= 0"),
@@ -103,6 +109,7 @@ CLI_ROWS = {
     "unknown-augmentation", "del-word-rate-above-1", "temperature-inf", "cl-weight-nan", "fp16-on-cpu",
     "loss-form-unknown", "gather-on-world-size-1", "bf16-and-tpu-without-torch-xla", "subs-without-table",
     "declutr-min-above-max", "no-dict", "mask-whole-words", "declutr-augmentations", "dictionary-size-mismatch", "subs-table-empty", "mask-prob-1",
+    "matryoshka-dims-too-large", "guide-model-missing",
 }
 #: need fairseq's trainer (they fail while loading a checkpoint)
 CLI_ONLY = {"dictionary-size-mismatch"}

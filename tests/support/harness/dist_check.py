@@ -10,6 +10,11 @@ the caller with :func:`reference`, the same computation in one process.
 Two levels are checked: the bare loss functions over :func:`gather_with_grad`
 (``level="loss"``) and the whole ``ClearCriterion`` (``level="criterion"``: MLM and
 contrastive terms, normalisers exchanged across ranks) with a small stand-in model.
+
+A case may carry a fourth item, a dict of criterion options (``mask_duplicates``,
+``contrastive_chunk_size``, ``matryoshka_dims``, ...) and of the harness's own: ``double`` (the
+model in float64), ``duplicates`` (``[(i, j), ...]``: sentence j's rows are copies of i's, so
+that their keys are equal).
 """
 
 import os
@@ -53,7 +58,7 @@ class _Task:
     source_dictionary = target_dictionary = _Dictionary()
 
 
-def global_batch(n: int, hard_negatives: bool = False) -> Dict[str, torch.Tensor]:
+def global_batch(n: int, hard_negatives: bool = False, duplicates=()) -> Dict[str, torch.Tensor]:
     g = torch.Generator().manual_seed(1234)
     tokens = torch.randint(4, VOCAB, (n, LENGTH), generator=g)
     target = torch.full_like(tokens, PAD)
@@ -65,12 +70,19 @@ def global_batch(n: int, hard_negatives: bool = False) -> Dict[str, torch.Tensor
     for v in views:  # ragged lengths, as real views are
         lengths = torch.randint(2, LENGTH + 1, (n,), generator=g)
         v[torch.arange(LENGTH)[None, :] >= lengths[:, None]] = PAD
+    for i, j in duplicates:  # a planted copy: the same anchor, positive (and hard negative)
+        for v in views:
+            v[j] = v[i]
     return {"src": src, "target": target, "views": views}
 
 
 def make_sample(batch, rows: List[int], dummy=False, hard_negatives=False):
+    from fairseq_clear.negatives import token_key
+
     idx = torch.tensor(rows, dtype=torch.long)
     views = batch["views"]
+    rows_of = [v[idx] for v in views]
+    keys = torch.tensor([token_key(r[r.ne(PAD)]) for v in rows_of for r in v], dtype=torch.long)
     return {
         "net_input": {"src_tokens": batch["src"][idx], "src_lengths": None},
         "target": batch["target"][idx],
@@ -79,18 +91,20 @@ def make_sample(batch, rows: List[int], dummy=False, hard_negatives=False):
             "num_anchors": len(rows),
             "positives_per_anchor": 1,
             "hard_negatives": hard_negatives,
+            "source_keys": keys,
         },
         "ntokens": int(batch["src"][idx].ne(PAD).sum()),
         "nsentences": len(rows),
     }
 
 
-def _criterion(loss_form, world_size, dummy=False):
+def _criterion(loss_form, world_size, dummy=False, options=None):
     from fairseq_clear.criterions.clear import ClearCriterion, ClearCriterionConfig
 
+    options = {k: v for k, v in (options or {}).items() if k not in HARNESS_OPTIONS}
     cfg = ClearCriterionConfig(
         temperature=0.05, loss_form=loss_form, world_size=world_size, tpu=False,
-        gather_negatives="auto",
+        gather_negatives="auto", ddp_backend="legacy_ddp", **options,
     )
     task = _Task()
     from fairseq_clear.tasks.contrastive import Step
@@ -99,12 +113,17 @@ def _criterion(loss_form, world_size, dummy=False):
     return ClearCriterion(cfg, task)
 
 
-def _step(model, sample, loss_form, world_size, level, dummy):
-    """One rank's (loss, sample_size) as fairseq's trainer sees them; leaves grads in model."""
+#: case options that are the harness's, not the criterion's
+HARNESS_OPTIONS = ("double", "duplicates")
+
+
+def _step(model, sample, loss_form, world_size, level, dummy, options=None):
+    """One rank's (loss, sample_size, logs) as fairseq's trainer sees them; leaves grads in model."""
     from fairseq_clear import distributed, losses
 
+    logs = {}
     if level == "criterion":
-        loss, sample_size, _ = _criterion(loss_form, world_size, dummy)(model, sample)
+        loss, sample_size, logs = _criterion(loss_form, world_size, dummy, options)(model, sample)
     else:
         views = sample["contrastive"]
         z = model(views["src_tokens"], contrastive=True)[0]
@@ -132,45 +151,58 @@ def _step(model, sample, loss_form, world_size, level, dummy):
         loss = loss * 0
         sample_size = sample_size * 0
     loss.backward()
-    return loss.detach(), torch.as_tensor(sample_size, dtype=torch.float32).detach()
+    dtype = loss.dtype if loss.dtype == torch.float64 else torch.float32
+    extra = torch.tensor([float(logs.get(k, 0)) for k in LOGGED], dtype=torch.float64)
+    return loss.detach(), torch.as_tensor(sample_size, dtype=dtype).detach(), extra
 
 
-def _result(model, loss, sample_size):
+#: criterion logs summed over ranks into the result
+LOGGED = ("cl_loss", "dup_masked", "guide_masked")
+
+
+def _model(options):
+    model = TinyModel()
+    return model.double() if (options or {}).get("double") else model
+
+
+def _result(model, loss, sample_size, extra):
     return {
         "loss_over_size": (loss / sample_size.clamp(min=1e-8)).item(),
         "grads": {k: (p.grad if p.grad is not None else torch.zeros_like(p)) / sample_size
                   for k, p in model.named_parameters()},
+        **{k: float(v) for k, v in zip(LOGGED, extra)},
     }
 
 
-def reference(sizes, loss_form="nt-xent", level="criterion"):
+def reference(sizes, loss_form="nt-xent", level="criterion", options=None):
     """The whole batch (all ranks' sentences) in one process."""
     total = sum(sizes)
     hard = loss_form == "simcse"
-    batch = global_batch(total, hard)
-    model = TinyModel()
+    batch = global_batch(total, hard, (options or {}).get("duplicates", ()))
+    model = _model(options)
     sample = make_sample(batch, list(range(total)), hard_negatives=hard)
-    loss, sample_size = _step(model, sample, loss_form, 1, level, dummy=False)
-    return _result(model, loss, sample_size)
+    loss, sample_size, extra = _step(model, sample, loss_form, 1, level, dummy=False, options=options)
+    return _result(model, loss, sample_size, extra)
 
 
-def _one(rank, world_size, sizes, loss_form, level):
+def _one(rank, world_size, sizes, loss_form, level, options=None):
     hard = loss_form == "simcse"
-    batch = global_batch(sum(sizes), hard)
-    model = TinyModel()
+    batch = global_batch(sum(sizes), hard, (options or {}).get("duplicates", ()))
+    model = _model(options)
     start = sum(sizes[:rank])
     dummy = sizes[rank] == 0
     # fairseq's dummy batch is a real batch (the first one), flagged and zeroed
     rows = [0] if dummy else list(range(start, start + sizes[rank]))
     sample = make_sample(batch, rows, dummy=dummy, hard_negatives=hard)
-    loss, sample_size = _step(model, sample, loss_form, world_size, level, dummy)
-    stats = torch.stack([loss, sample_size])
+    loss, sample_size, extra = _step(model, sample, loss_form, world_size, level, dummy, options)
+    stats = torch.stack([loss.to(sample_size.dtype), sample_size])
     dist.all_reduce(stats)
+    dist.all_reduce(extra)
     for p in model.parameters():
         if p.grad is None:
             p.grad = torch.zeros_like(p)
         dist.all_reduce(p.grad)
-    return _result(model, stats[0], stats[1])
+    return _result(model, stats[0], stats[1], extra)
 
 
 def _worker(rank, world_size, init_file, cases, out_dir):
@@ -187,7 +219,7 @@ def _worker(rank, world_size, init_file, cases, out_dir):
 
 
 def run(cases, timeout=300):
-    """Run each ``(sizes, loss_form, level)`` of ``cases`` on ``len(sizes)`` gloo ranks (one
+    """Run each ``(sizes, loss_form, level[, options])`` of ``cases`` on ``len(sizes)`` gloo ranks (one
     process group for all cases; every case has the same number of ranks); returns the
     summed results, in order."""
     world_size = len(cases[0][0])
