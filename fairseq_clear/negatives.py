@@ -28,6 +28,12 @@ from typing import Optional, Tuple
 import numpy as np
 import torch
 
+from .errors import FairseqClearError
+
+
+class FalseNegativeError(FairseqClearError, ValueError):
+    """A false-negative rule cannot apply to this task's batches; the message names the option."""
+
 
 def token_key(tokens) -> int:
     """A 63-bit key of a token sequence (the same on every rank and in every process, unlike
@@ -106,3 +112,26 @@ def guide_mask(guide: Tuple[torch.Tensor, torch.Tensor, Optional[torch.Tensor]],
     for columns in own:
         mask[index, columns] = False
     return mask
+
+
+def counters(cfg) -> list:
+    """The names of the per-update counts the rules in force log (dup_masked, guide_masked)."""
+    return (["dup_masked"] if cfg.mask_duplicates else []) + (["guide_masked"] if cfg.guide_model else [])
+
+
+def false_negatives(cfg, rows, keys, hkeys, guide):
+    """(the union of the masks of the rules the options turn on, or None; {rule: candidates masked})
+    for the anchors ``rows``; ``guide``: the guide's (anchors, positives, hard negatives) vectors,
+    None when there is no guide or outside training."""
+    mask, counts = None, {k: 0 for k in counters(cfg)}
+    if cfg.mask_duplicates:
+        if keys is None:
+            raise FalseNegativeError("--mask-duplicates: this task's batches carry no source_keys (the "
+                                    "plugin's clear, declutr and contrastive_pairs tasks do)")
+        mask = duplicate_mask(keys, rows, cfg.loss_form, hkeys)
+        counts["dup_masked"] = int(mask.sum())
+    if guide is not None and guide[0] is not None:
+        gist = guide_mask(guide, rows, cfg.loss_form, cfg.guide_margin, cfg.guide_margin_strategy)
+        counts["guide_masked"] = int(gist.sum())
+        mask = gist if mask is None else mask | gist
+    return mask, counts

@@ -27,13 +27,14 @@ from fairseq import metrics, modules, utils
 from fairseq.criterions import FairseqCriterion, register_criterion
 
 from .. import distributed, losses, negatives, paper_defaults
-from ..errors import FairseqClearError
 from ..gradcache import attach, cached_encode, encode_without_graph
+from ..guide import GuideModel
 from .clear_config import (  # noqa: F401  (re-exported)
     ClearCriterionConfig,
     ClearCriterionError,
     check_config,
     matryoshka,
+    matryoshka_sizes,
     runtime_world_size,
 )
 
@@ -88,17 +89,8 @@ class ClearCriterion(FairseqCriterion):
         check_config(cfg, task, world_size)
         self.cfg = cfg
         self._held = []  # --accumulate-contrastive: the update's micro-batches so far
-        self.dims, self.dim_weights = matryoshka(cfg)
-        dim = getattr(task, "contrastive_dim", None)  # set by the task's build_model
-        if self.dims is not None and dim is not None and self.dims[0] > dim:
-            raise ClearCriterionError(f"--matryoshka-dims {cfg.matryoshka_dims}: the largest size is more than the "
-                                      f"{dim} dimensions of the contrastive vectors (the projection head's output "
-                                      "when the model has one, else the representation)")
-        if self.dims is not None and getattr(task, "contrastive_head", None) == "projection":
-            logger.warning("--matryoshka-dims trains prefixes of the projection head's output, not of the "
-                           "representation that embed() returns by default (head='projection' gives the trained "
-                           "vectors); for nested representations train with --projection-layers 0")
-        self.guide = self._load_guide(task)
+        self.dims, self.dim_weights = matryoshka_sizes(cfg, task)
+        self.guide = GuideModel.load(cfg, task)
         self.gather = cfg.gather_negatives == "on" or (cfg.gather_negatives == "auto" and world_size > 1)
 
     # ---- masked LM -------------------------------------------------------------
@@ -165,7 +157,7 @@ class ClearCriterion(FairseqCriterion):
         encode = lambda src: model(src, contrastive=True)[0]  # noqa: E731  (through forward: DDP)
         chunk = self.cfg.contrastive_chunk_size if model.training else 0
         stand_in = step is not None and step.stand_in
-        guide = self._guide_vectors(views["src_tokens"]) if self.guide is not None and model.training else None
+        guide = self.guide.vectors(views["src_tokens"]) if self.guide is not None and model.training else None
         if not (self.cfg.accumulate_contrastive and step is not None and step.count is not None
                 and model.training and torch.is_grad_enabled()):
             z = cached_encode(encode, views["src_tokens"], chunk, model.parameters())
@@ -208,7 +200,7 @@ class ClearCriterion(FairseqCriterion):
             keys, hkeys, ga, gp, gh = (None if x is None else distributed.gather(x, sizes, group)
                                        for x in (keys, hkeys, ga, gp, gh))
         rows = torch.arange(offset, offset + n, device=za.device)
-        mask, counts = self._negative_mask(rows, keys, hkeys, (ga, gp, gh), training)
+        mask, counts = negatives.false_negatives(self.cfg, rows, keys, hkeys, (ga, gp, gh) if training else None)
         form = self.cfg.loss_form
         if self.dims is not None and self.dims[0] > za.size(1):
             raise ClearCriterionError(f"--matryoshka-dims {self.cfg.matryoshka_dims}: the largest size is more "
@@ -220,69 +212,6 @@ class ClearCriterion(FairseqCriterion):
         cl_sum, correct = losses.simcse(za, zp, self.cfg.temperature, rows, zh, self.cfg.hard_negative_weight,
                                         signs, negative_mask=mask, dims=self.dims, dim_weights=self.dim_weights)
         return cl_sum, correct, n, pairs, masked, counts
-
-    def _negative_mask(self, rows, keys, hkeys, guide, training):
-        """The false negatives of the local anchors (fairseq_clear/negatives.py) and how many
-        candidates each rule masked."""
-        mask, counts = None, {k: 0 for k in self._mask_counters()}
-        if self.cfg.mask_duplicates:
-            if keys is None:
-                raise ClearCriterionError("--mask-duplicates: this task's batches carry no source_keys (the "
-                                          "plugin's clear, declutr and contrastive_pairs tasks do)")
-            dup = negatives.duplicate_mask(keys, rows, self.cfg.loss_form, hkeys)
-            counts["dup_masked"] = int(dup.sum())
-            mask = dup
-        if guide[0] is not None and training:
-            gist = negatives.guide_mask(guide, rows, self.cfg.loss_form, self.cfg.guide_margin,
-                                        self.cfg.guide_margin_strategy)
-            counts["guide_masked"] = int(gist.sum())
-            mask = gist if mask is None else mask | gist
-        return mask, counts
-
-    # ---- the guide model (GISTEmbed) ----------------------------------------------
-    def _load_guide(self, task):
-        """The frozen guide, kept out of the module tree (a plain list), so that it is neither
-        trained (fairseq's optimizer takes the criterion's parameters), nor saved in our
-        checkpoints, nor moved by ``criterion.to()``."""
-        if not self.cfg.guide_model:
-            return None
-        from ..models.hub_interface import from_pretrained
-
-        import os
-
-        # a fairseq-train save directory has no dict.txt: the guide shares the training data's
-        data = self.cfg.guide_model
-        if not os.path.isfile(os.path.join(data, "dict.txt")) and getattr(getattr(task, "cfg", None), "data", None):
-            data = str(task.cfg.data).split(":")[0]
-        try:
-            hub = from_pretrained(self.cfg.guide_model, checkpoint_file=self.cfg.guide_checkpoint,
-                                  data_name_or_path=os.path.abspath(data), data_option="--guide-model")
-        except FairseqClearError as e:
-            raise ClearCriterionError(f"--guide-model {self.cfg.guide_model}: {e}") from None
-        ours = getattr(getattr(task, "source_dictionary", None), "symbols", None)
-        theirs = hub.task.source_dictionary.symbols
-        if ours is not None and list(ours) != list(theirs):
-            raise ClearCriterionError(
-                f"--guide-model {self.cfg.guide_model}: its dict.txt ({len(theirs)} symbols) differs from the "
-                f"training data's ({len(ours)}); the guide scores the batch's token rows, so it must share the "
-                "data's tokenizer (prepare the data with --tokenizer-from the guide, or import a guide that does)")
-        for p in hub.model.parameters():
-            p.requires_grad_(False)
-        hub.model.eval()
-        logger.info("guide model %s (frozen; --guide-margin %s, %s)", self.cfg.guide_model,
-                    self.cfg.guide_margin, self.cfg.guide_margin_strategy)
-        return [hub.model]
-
-    @torch.no_grad()
-    def _guide_vectors(self, src_tokens):
-        """The guide's vectors of every view row (eval mode: no dropout, so no RNG is drawn and a
-        resume stays bit-exact)."""
-        model = self.guide[0]
-        if next(model.parameters()).device != src_tokens.device:
-            model.to(src_tokens.device)
-        pad = model.encoder.dictionary.pad()
-        features = model.sentence_features(src_tokens)
-        return model.represent(features, src_tokens.eq(pad)[:, : features.size(1)]).float()
 
     def forward(self, model, sample, reduce=True):
         step = getattr(self.task, "step", None)  # tasks/contrastive.Step; None outside train_step
@@ -328,7 +257,7 @@ class ClearCriterion(FairseqCriterion):
         return loss, sample_size, logs
 
     def _mask_counters(self):
-        return (["dup_masked"] if self.cfg.mask_duplicates else []) + (["guide_masked"] if self.guide else [])
+        return negatives.counters(self.cfg)
 
     def _group(self):
         from fairseq.distributed import utils as dist_utils
@@ -340,26 +269,16 @@ class ClearCriterion(FairseqCriterion):
         def total(key):
             return sum(float(log.get(key, 0)) for log in logging_outputs)
 
-        sample_size = total("sample_size")
-        metrics.log_scalar(
-            "loss", total("loss") / max(sample_size, 1e-8) / math.log(2), sample_size, round=3
-        )
-        n_masked = total("n_masked")
+        sample_size, n_masked, n_masked2, anchors = (total(k) for k in ("sample_size", "n_masked", "n_masked2",
+                                                                          "cl_anchors"))
+        metrics.log_scalar("loss", total("loss") / max(sample_size, 1e-8) / math.log(2), sample_size, round=3)
         if n_masked > 0:
-            metrics.log_scalar(
-                "mlm_loss", total("mlm_loss") / n_masked / math.log(2), n_masked, round=3
-            )
+            metrics.log_scalar("mlm_loss", total("mlm_loss") / n_masked / math.log(2), n_masked, round=3)
             metrics.log_derived("ppl", lambda meters: utils.get_perplexity(meters["mlm_loss"].avg))
-        n_masked2 = total("n_masked2")
         if n_masked2 > 0:
-            metrics.log_scalar(
-                "mlm2_loss", total("mlm2_loss") / n_masked2 / math.log(2), n_masked2, round=3
-            )
-        anchors = total("cl_anchors")
+            metrics.log_scalar("mlm2_loss", total("mlm2_loss") / n_masked2 / math.log(2), n_masked2, round=3)
         if anchors > 0:
-            metrics.log_scalar(
-                "cl_loss", total("cl_loss") / anchors / math.log(2), anchors, round=3
-            )
+            metrics.log_scalar("cl_loss", total("cl_loss") / anchors / math.log(2), anchors, round=3)
             metrics.log_scalar("cl_acc", 100.0 * total("cl_correct") / anchors, anchors, round=2)
         for key in ("dup_masked", "guide_masked"):  # candidates masked per update (all ranks)
             if any(key in log for log in logging_outputs):

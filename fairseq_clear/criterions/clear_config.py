@@ -2,6 +2,7 @@
 their check at start-up, apart from the loss itself (criterions/clear.py)."""
 
 import importlib.util
+import logging
 import math
 from dataclasses import dataclass, field
 
@@ -10,6 +11,8 @@ from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 from omegaconf import II
 
 from ..errors import FairseqClearError
+
+logger = logging.getLogger(__name__)
 
 LOSS_FORMS = ChoiceEnum(["paper", "nt-xent", "simcse"])
 GATHER_CHOICES = ChoiceEnum(["auto", "on", "off"])
@@ -182,6 +185,22 @@ def matryoshka(cfg):
                                   f"{cfg.matryoshka_weights!r}")
     order = sorted(range(len(dims)), key=lambda i: -dims[i])
     return [dims[i] for i in order], [weights[i] for i in order]
+
+
+def matryoshka_sizes(cfg, task):
+    """:func:`matryoshka`, checked against the size of the vectors the loss compares
+    (``task.contrastive_dim``, set where the task builds the model)."""
+    dims, weights = matryoshka(cfg)
+    dim = getattr(task, "contrastive_dim", None)
+    if dims is not None and dim is not None and dims[0] > dim:
+        raise ClearCriterionError(f"--matryoshka-dims {cfg.matryoshka_dims}: the largest size is more than the "
+                                  f"{dim} dimensions of the contrastive vectors (the projection head's output "
+                                  "when the model has one, else the representation)")
+    if dims is not None and getattr(task, "contrastive_head", None) == "projection":
+        logger.warning("--matryoshka-dims trains prefixes of the projection head's output, not of the "
+                       "representation that embed() returns by default (head='projection' gives the trained "
+                       "vectors); for nested representations train with --projection-layers 0")
+    return dims, weights
 
 
 def check_config(cfg, task, world_size: int) -> None:

@@ -1,0 +1,69 @@
+"""The frozen guide model of GISTEmbed's false-negative filter (``--guide-model``).
+
+Any checkpoint the hub loads (including an imported Hugging Face model) scores the batch's
+view rows; :func:`fairseq_clear.negatives.guide_mask` turns its similarities into a mask. The
+guide is a plain object, not a module of the criterion, so that it is neither trained (fairseq's
+optimizer takes the criterion's parameters), nor saved in our checkpoints, nor moved by
+``criterion.to()``; it runs in eval mode (no dropout, so it draws no random numbers and a resume
+stays bit-exact).
+"""
+
+import logging
+import os
+
+import torch
+
+from .errors import FairseqClearError
+
+logger = logging.getLogger(__name__)
+
+
+class GuideModelError(FairseqClearError, ValueError):
+    """--guide-model cannot be loaded or does not fit the training data; the message names it."""
+
+
+class GuideModel:
+    """The guide's vectors of token rows (the batch's own ids: it must share the data's dictionary)."""
+
+    def __init__(self, model):
+        self.model = model
+
+    @classmethod
+    def load(cls, cfg, task):
+        """The guide of ``--guide-model`` (None without one)."""
+        if not cfg.guide_model:
+            return None
+        from .models.hub_interface import from_pretrained
+
+        # a fairseq-train save directory has no dict.txt: the guide shares the training data's
+        data = cfg.guide_model
+        if not os.path.isfile(os.path.join(data, "dict.txt")) and getattr(getattr(task, "cfg", None), "data", None):
+            data = str(task.cfg.data).split(":")[0]
+        try:
+            hub = from_pretrained(cfg.guide_model, checkpoint_file=cfg.guide_checkpoint,
+                                  data_name_or_path=os.path.abspath(data), data_option="--guide-model")
+        except FairseqClearError as e:
+            raise GuideModelError(f"--guide-model {cfg.guide_model}: {e}") from None
+        ours = getattr(getattr(task, "source_dictionary", None), "symbols", None)
+        theirs = hub.task.source_dictionary.symbols
+        if ours is not None and list(ours) != list(theirs):
+            raise GuideModelError(
+                f"--guide-model {cfg.guide_model}: its dict.txt ({len(theirs)} symbols) differs from the "
+                f"training data's ({len(ours)}); the guide scores the batch's token rows, so it must share the "
+                "data's tokenizer (prepare the data with --tokenizer-from the guide, or import a guide that does)")
+        for p in hub.model.parameters():
+            p.requires_grad_(False)
+        hub.model.eval()
+        logger.info("guide model %s (frozen; --guide-margin %s, %s)", cfg.guide_model, cfg.guide_margin,
+                    cfg.guide_margin_strategy)
+        return cls(hub.model)
+
+    @torch.no_grad()
+    def vectors(self, src_tokens):
+        """The guide's sentence vectors of every row of ``src_tokens`` (float32)."""
+        model = self.model
+        if next(model.parameters()).device != src_tokens.device:
+            model.to(src_tokens.device)
+        pad = model.encoder.dictionary.pad()
+        features = model.sentence_features(src_tokens)
+        return model.represent(features, src_tokens.eq(pad)[:, : features.size(1)]).float()
