@@ -7,6 +7,16 @@ from ..keyed_rng import KeyedRNG
 from ..negatives import token_key
 
 
+class Views(list):
+    """The two views of one sentence, ``[view1, view2]``, and ``source_key``: the
+    :func:`~fairseq_clear.negatives.token_key` of the sentence they were made from
+    (``--mask-duplicates``)."""
+
+    def __init__(self, views, source_key: int):
+        super().__init__(views)
+        self.source_key = source_key
+
+
 class ContrastiveViewsDataset(BaseWrapperDataset):
     """Two augmented views ``s~1 = AUG(s, seed1)``, ``s~2 = AUG(s, seed2)`` of each sentence.
 
@@ -14,8 +24,8 @@ class ContrastiveViewsDataset(BaseWrapperDataset):
     so views are reproducible, differ between the two views, change every
     epoch, and replay exactly when a run resumes from a checkpoint.
 
-    Items are ``[view1, view2, key]`` (each view ``<s> ... </s>``; ``key`` the sentence's
-    :func:`~fairseq_clear.negatives.token_key`, for ``--mask-duplicates``); the collater pads all
+    Items are :class:`Views` ``[view1, view2]`` (each ``<s> ... </s>``, with the sentence's
+    ``source_key``); the collater pads all
     ``2N`` views of a batch into one tensor, anchors (view 1) first, so that the
     criterion encodes them in a single forward pass.
 
@@ -53,7 +63,7 @@ class ContrastiveViewsDataset(BaseWrapperDataset):
         )
 
     def __getitem__(self, index):
-        return [self.view(index, 1), self.view(index, 2), token_key(self.dataset[index])]
+        return Views([self.view(index, 1), self.view(index, 2)], token_key(self.dataset[index]))
 
     def collater(self, samples):
         if len(samples) == 0:
@@ -64,5 +74,5 @@ class ContrastiveViewsDataset(BaseWrapperDataset):
             "num_anchors": len(samples),
             "positives_per_anchor": 1,
             # both views of a sentence carry the key of the sentence they were made from
-            "source_keys": torch.tensor([s[2] for s in samples] * 2, dtype=torch.long),
+            "source_keys": torch.tensor([s.source_key for s in samples] * 2, dtype=torch.long),
         }
