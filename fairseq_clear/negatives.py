@@ -114,16 +114,17 @@ def guide_mask(guide: Tuple[torch.Tensor, torch.Tensor, Optional[torch.Tensor]],
     return mask
 
 
-def counters(cfg) -> list:
-    """The names of the per-update counts the rules in force log (dup_masked, guide_masked)."""
-    return (["dup_masked"] if cfg.mask_duplicates else []) + (["guide_masked"] if cfg.guide_model else [])
+def counters(cfg, guide: bool) -> list:
+    """The names of the per-update counts the rules in force log (dup_masked; guide_masked when a
+    guide model is loaded)."""
+    return (["dup_masked"] if cfg.mask_duplicates else []) + (["guide_masked"] if guide else [])
 
 
 def false_negatives(cfg, rows, keys, hkeys, guide):
     """(the union of the masks of the rules the options turn on, or None; {rule: candidates masked})
     for the anchors ``rows``; ``guide``: the guide's (anchors, positives, hard negatives) vectors,
     None when there is no guide or outside training."""
-    mask, counts = None, {k: 0 for k in counters(cfg)}
+    mask, counts = None, {k: 0 for k in counters(cfg, guide is not None)}
     if cfg.mask_duplicates:
         if keys is None:
             raise FalseNegativeError("--mask-duplicates: this task's batches carry no source_keys (the "

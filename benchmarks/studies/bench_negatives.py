@@ -94,7 +94,9 @@ def criterion(task, name, dim, loss_form, guide):
     cfg = ClearCriterionConfig(temperature=0.05, loss_form=loss_form, world_size=1, tpu=False, **options)
     crit = ClearCriterion(cfg, task)
     if name in ("guide", "all"):
-        crit.guide = [guide]  # what --guide-model loads, without the disk
+        from fairseq_clear.guide import GuideModel
+
+        crit.guide = GuideModel(guide)  # what --guide-model loads, without the disk
     return crit, dims
 
 

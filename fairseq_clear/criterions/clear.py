@@ -257,7 +257,7 @@ class ClearCriterion(FairseqCriterion):
         return loss, sample_size, logs
 
     def _mask_counters(self):
-        return negatives.counters(self.cfg)
+        return negatives.counters(self.cfg, self.guide is not None)
 
     def _group(self):
         from fairseq.distributed import utils as dist_utils
