@@ -18,6 +18,10 @@
 # epoch, 2 fine-tuning epochs, batch 16), PARAPHRASE (QQP), SCHEDULE (fusion; average is the seed's
 # final model), PRETRAIN=0 (skip the contrastive pre-training: the seed's "no pre-training" baseline),
 # PRETRAIN_EPOCHS (seed: 5), EPOCHS (seed: 10), SEED.
+# NLI=nli_for_simcse.csv (SimCSE's sent0,sent1,hard_neg) adds a SimCSE-sup phase on NLI, with
+# NLI_ORDER=before (NLI, then the 3 datasets' pre-training) or after (the 3 datasets, then NLI): the
+# sequential schedules of §5.3, Table 5. Each phase starts from the previous phase's checkpoint_last.pt
+# (OUT/pretrain-nli, OUT/pretrain); the log says "recipe: phase NAME from START".
 # The seed's values (§5.3): lr 1e-5, τ 0.05, batch 16, 10 epochs, heads of hidden 768 with dropout 0.3
 # (the task's defaults), the first head layer shared between paraphrase and STS; pre-training on the
 # paraphrase pairs with the non-paraphrases as negative pairs whose loss is maximised (§4.1).
@@ -31,6 +35,9 @@ PYTHON=${PYTHON:-python}
 PARAPHRASE=${PARAPHRASE:-QQP}
 [[ -d "$MODEL_DIR" ]] || { echo "error: model directory '$MODEL_DIR' does not exist" >&2; exit 1; }
 [[ -d "$GLUE_DIR/$PARAPHRASE" ]] || { echo "error: no '$GLUE_DIR/$PARAPHRASE' (set PARAPHRASE=MRPC or QQP)" >&2; exit 1; }
+NLI_ORDER=${NLI_ORDER:-before}
+case "$NLI_ORDER" in before|after) ;; *) echo "error: NLI_ORDER must be before or after, got '$NLI_ORDER'" >&2; exit 1 ;; esac
+[[ -z "${NLI:-}" || -f "${NLI:-}" ]] || { echo "error: NLI file '$NLI' does not exist (SimCSE's nli_for_simcse.csv)" >&2; exit 1; }
 mkdir -p "$OUT"
 USER_DIR=$("$PYTHON" -c "import fairseq_clear, os; print(os.path.dirname(fairseq_clear.__file__))")
 
@@ -59,7 +66,18 @@ read -r -a MODEL_ARGS <<< "$MODEL_ARGS_TEXT"
 START=$INIT
 
 # 3. contrastive pre-training (§4.1): SimCSE's loss on [CLS] through a 2-layer MLP, the paraphrase
-#    pairs as positives and the non-paraphrases as negative pairs whose loss is maximised
+#    pairs as positives and the non-paraphrases as negative pairs whose loss is maximised; with NLI,
+#    SimCSE-sup on NLI (contradictions as hard negatives) before or after it (§5.3, Table 5)
+if [[ -n "${NLI:-}" ]]; then
+  NLI_SRC=$NLI
+  if [[ "${CPU:-0}" == "1" ]]; then  # the CPU form: the first LIMIT_PAIRS rows
+    mkdir -p "$OUT/nli-src"
+    head -n $(( ${LIMIT_PAIRS:-512} + 1 )) "$NLI" > "$OUT/nli-src/nli.csv"
+    NLI_SRC=$OUT/nli-src/nli.csv
+  fi
+  [[ -f "$OUT/nli-pairs/pairs.json" ]] || "$PYTHON" -m fairseq_clear.cli.prepare_pairs --train "$NLI_SRC" \
+    --format simcse-csv --data "$MODEL" --out "$OUT/nli-pairs"
+fi
 if [[ "${PRETRAIN:-1}" == "1" ]]; then
   FORMAT=$([[ "$PARAPHRASE" == "QQP" ]] && echo quora || echo mrpc)
   TRAIN_PAIRS=$GLUE_DIR/$PARAPHRASE/train.tsv
@@ -70,22 +88,39 @@ if [[ "${PRETRAIN:-1}" == "1" ]]; then
   fi
   [[ -f "$OUT/pairs/pairs.json" ]] || "$PYTHON" -m fairseq_clear.cli.prepare_pairs --train "$TRAIN_PAIRS" \
     --format "$FORMAT" --negative-pairs --data "$MODEL" --out "$OUT/pairs"
-  mkdir -p "$OUT/pretrain"
-  if [[ ! -f "$OUT/pretrain/checkpoint_last.pt" ]]; then
-    fairseq-train "$OUT/pairs" --user-dir "$USER_DIR" --task contrastive_pairs --negative-pairs \
+fi
+
+pretrain() {  # NAME PAIRS [task options]: from $START into OUT/NAME, then START = its checkpoint_last.pt
+  local name=$1 pairs=$2 dir=$OUT/$1
+  shift 2
+  echo "recipe: phase $name from $START"
+  mkdir -p "$dir"
+  if [[ -f "$dir/checkpoint_last.pt" ]]; then  # done before: only if it started from the same checkpoint
+    if [[ "$(cat "$dir/start.txt" 2>/dev/null)" != "$START" ]]; then
+      echo "error: $dir was trained from '$(cat "$dir/start.txt" 2>/dev/null || echo unknown)', not '$START' (NLI or NLI_ORDER changed?): use a new OUT" >&2
+      exit 1
+    fi
+  else
+    echo "$START" > "$dir/start.txt"
+    fairseq-train "$pairs" --user-dir "$USER_DIR" --task contrastive_pairs "$@" \
       --criterion clear --loss-form simcse --temperature 0.05 --tokens-per-sample 128 \
       --sentence-pooling cls --projection-layers 2 --projection-output-activation-fn linear \
-      --finetune-from-model "$INIT" "${MODEL_ARGS[@]}" \
+      --finetune-from-model "$START" "${MODEL_ARGS[@]}" \
       --optimizer adam --adam-betas '(0.9,0.999)' --lr 2e-5 --lr-scheduler fixed --batch-size 16 \
       --max-epoch "$PRETRAIN_EPOCHS" --disable-validation --seed "${SEED:-1}" \
-      --save-dir "$OUT/pretrain" --no-epoch-checkpoints --log-format json --log-interval 10 \
-      "${SETTINGS[@]}" 2>&1 | tee "$OUT/pretrain/train.log"
+      --save-dir "$dir" --no-epoch-checkpoints --log-format json --log-interval 10 \
+      "${SETTINGS[@]}" 2>&1 | tee "$dir/train.log"
   fi
-  START=$OUT/pretrain/checkpoint_last.pt
-fi
+  START=$dir/checkpoint_last.pt
+}
+# (if, not &&: set -e does not apply inside a function called from an && list)
+if [[ -n "${NLI:-}" && "$NLI_ORDER" == "before" ]]; then pretrain pretrain-nli "$OUT/nli-pairs"; fi
+if [[ "${PRETRAIN:-1}" == "1" ]]; then pretrain pretrain "$OUT/pairs" --negative-pairs; fi
+if [[ -n "${NLI:-}" && "$NLI_ORDER" == "after" ]]; then pretrain pretrain-nli "$OUT/nli-pairs"; fi
 
 # 4. multi-task fine-tuning (§4.2): the best dev Overall is kept (§5.3)
 mkdir -p "$OUT/finetune"
+echo "recipe: phase finetune from $START"
 fairseq-train "$OUT/data" --user-dir "$USER_DIR" --task multitask --criterion multitask \
   --schedule "${SCHEDULE:-fusion}" --tokens-per-sample 128 --sentence-pooling cls \
   --finetune-from-model "$START" "${MODEL_ARGS[@]}" \

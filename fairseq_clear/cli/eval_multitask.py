@@ -2,6 +2,7 @@
 Overall) for checkpoints of ``--task multitask``, one row each and an ensemble row for several.
 
     clear-eval-multitask CKPT [CKPT ...] --data DATA [--split valid] [--ensemble per-task] [--json OUT]
+    clear-eval-multitask CKPT [CKPT ...] --data DATA --baseline cosine   (seed 004 §4.3: no heads, no training)
 
 The scoring lives in :mod:`fairseq_clear.evaluation.multitask`; this is its console script
 (``python -m fairseq_clear.cli.eval_multitask`` without an install).
@@ -11,20 +12,29 @@ import argparse
 import logging
 import sys
 
-from ..evaluation.multitask import ENSEMBLES, evaluate, format_table, write_json
+from ..evaluation.multitask import BASELINES, ENSEMBLES, evaluate, evaluate_baseline, format_table, write_json
 from . import command
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="clear-eval-multitask", description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("checkpoints", nargs="+", help="checkpoint files of --task multitask (several: an ensemble)")
+    p.add_argument("checkpoints", nargs="+", help="checkpoint files of --task multitask (several: an ensemble); "
+                   "with --baseline, any checkpoint the hub loads (ours, clear-import-hf's model.pt)")
     p.add_argument("--data", required=True, help="clear-prepare-multitask's data directory (the model's tokenizer)")
     p.add_argument("--split", default="valid", help="the split to score (valid = the dev sets; test when labelled)")
     p.add_argument("--ensemble", choices=ENSEMBLES, default="per-task",
                    help="several checkpoints: per-task = each task from the checkpoint best at it on --select-split "
                    "(seed 004 §4.2, Table 2), average = mean of their probabilities and cosines")
-    p.add_argument("--select-split", default="valid", help="per-task ensemble: the split that picks each task's model")
+    p.add_argument("--select-split", default="valid", help="per-task ensemble: the split that picks each task's model; "
+                   "--baseline cosine: the split that sets the paraphrase threshold")
+    p.add_argument("--baseline", choices=BASELINES,
+                   help="seed 004 §4.3's baseline instead of the heads: cosine = the cosine of the two sentences' [CLS] "
+                   "vectors (the encoder's output, no projection, no training); STS = its Pearson r with the scores, "
+                   "paraphrase = accuracy of cosine > a threshold, chosen as the one maximising accuracy on "
+                   "--select-split (a midpoint between adjacent cosines; the seed does not say how it chose one, and "
+                   "on the split it was chosen on the score is optimistic); sentiment n/a (the seed has no cosine "
+                   "baseline for it); Overall = the mean of paraphrase and STS only. One row per checkpoint, no ensemble")
     p.add_argument("--batch-size", type=int, default=64, help="rows per forward pass")
     p.add_argument("--device", default="cpu", help="torch device")
     p.add_argument("--json", metavar="FILE", help="also write the rows, the ensemble and its predictions as JSON")
@@ -36,8 +46,12 @@ def main(argv=None):
     logging.basicConfig(format="%(asctime)s | %(levelname)s | %(name)s | %(message)s",
                         level=logging.WARNING, stream=sys.stderr)
     args = build_parser().parse_args(argv)
-    result = evaluate(args.checkpoints, args.data, args.split, args.ensemble, args.select_split,
-                      args.batch_size, args.device)
+    if args.baseline:
+        result = evaluate_baseline(args.checkpoints, args.data, args.split, args.select_split, args.batch_size,
+                                   args.device)
+    else:
+        result = evaluate(args.checkpoints, args.data, args.split, args.ensemble, args.select_split,
+                          args.batch_size, args.device)
     print(format_table(result))
     if args.json:
         write_json(result, args.json)

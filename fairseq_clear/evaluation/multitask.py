@@ -7,6 +7,14 @@ STS = the STS head's cosine (Pearson's r does not change under its scaling to 0-
 is ``per-task`` (the seed's: for each task, the predictions of the checkpoint scoring best on
 that task on ``select_split``) or ``average`` (the mean of the checkpoints' class
 probabilities, paraphrase probabilities and cosines).
+
+The cosine baseline (§4.3, ``baseline="cosine"``): any checkpoint the hub loads (ours of any task,
+an import), no heads and no training: the cosine of the two sentences' [CLS] vectors (the encoder's
+output at ``<s>``, no projection). STS = Pearson of that cosine with the scores; paraphrase =
+accuracy of ``cosine > threshold``, the threshold the one that maximises accuracy on the dev split
+(``select_split``; the midpoint between two adjacent dev cosines, the lowest of ties; the seed does
+not say how it chose one); sentiment has no cosine baseline (the seed's table: n/a), so Overall is
+the mean of paraphrase and STS only.
 """
 
 import json
@@ -22,6 +30,8 @@ from ..models.multitask_heads import TASK_NAMES
 METRICS = {"sentiment": "sentiment_acc", "paraphrase": "paraphrase_acc", "sts": "sts_pearson"}
 COLUMNS = ("overall", "sentiment_acc", "paraphrase_acc", "sts_pearson")
 ENSEMBLES = ("per-task", "average")
+BASELINES = ("cosine",)
+COSINE_TASKS = ("paraphrase", "sts")
 
 
 class MultitaskEvalError(FairseqClearError, ValueError):
@@ -155,6 +165,98 @@ def combine(predictions: List[dict], ensemble: str, selection: List[dict]):
     return out, chosen
 
 
+def read_pairs(data: str, task: str, split: str, dictionary, max_positions: int):
+    """(first sentences, second sentences, labels) of ``task``'s ``split`` in clear-prepare-multitask's DATA:
+    token tensors ``<s> body </s>``, bodies cut to the model's positions."""
+    from ..data.binarized_checks import load_checked
+    from ..data.sentence_dataset import SentenceDataset
+    from ..tasks.multitask import read_labels
+
+    root = os.path.join(data, task)
+    columns = []
+    for column in ("input0", "input1"):
+        path = os.path.join(root, column, split)
+        lines = load_checked(path, dictionary)
+        if lines is None:
+            raise MultitaskEvalError(f"--data: no {path}.bin/.idx (build DATA with clear-prepare-multitask)")
+        rows = SentenceDataset(lines, max_body_len=max_positions - 2, bos=dictionary.bos(), eos=dictionary.eos())
+        if rows.num_empty:
+            raise MultitaskEvalError(f"{path} has {rows.num_empty} empty lines: rebuild DATA")
+        columns.append([rows[i] for i in range(len(rows))])
+    try:
+        labels = read_labels(os.path.join(root, "label", f"{split}.label"), task)
+    except FairseqClearError as e:
+        raise MultitaskEvalError(str(e)) from None
+    if not len(columns[0]) == len(columns[1]) == len(labels):
+        raise MultitaskEvalError(f"{root}: {len(columns[0])}/{len(columns[1])} rows for {len(labels)} labels "
+                                 f"in split {split}: rebuild DATA")
+    return columns[0], columns[1], labels
+
+
+def cls_cosines(hub, data: str, task: str, split: str, batch_size: int = 64):
+    """(cosine of the two [CLS] vectors per row, labels, the two (N, dim) vector arrays)."""
+    from ..models.inference import embed_tokens
+
+    first, second, labels = read_pairs(data, task, split, hub.task.source_dictionary, hub.model.max_positions())
+    u = embed_tokens(hub.model, first, ("cls",), head="pooled", batch_size=batch_size)["cls"].double().numpy()
+    v = embed_tokens(hub.model, second, ("cls",), head="pooled", batch_size=batch_size)["cls"].double().numpy()
+    norms = np.linalg.norm(u, axis=1) * np.linalg.norm(v, axis=1)
+    cos = np.where(norms > 0, (u * v).sum(1) / np.where(norms > 0, norms, 1.0), 0.0)
+    return cos, labels, u, v
+
+
+def best_threshold(cos: np.ndarray, labels: np.ndarray) -> float:
+    """The threshold t maximising the accuracy of ``cos > t`` on these rows: a midpoint between two adjacent
+    distinct cosines, or just below the smallest / at the largest; the lowest one of ties."""
+    values = np.unique(cos)
+    if not len(values):
+        raise MultitaskEvalError("the paraphrase dev split is empty: no threshold to choose")
+    candidates = np.concatenate([[values[0] - 1.0], (values[:-1] + values[1:]) / 2, [values[-1]]])
+    labels = labels.astype(np.int64)
+    scores = [accuracy((cos > t).astype(np.int64), labels) for t in candidates]
+    return float(candidates[int(np.argmax(scores))])
+
+
+def cosine_baseline(checkpoint: str, data: str, split: str = "valid", select_split: str = "valid",
+                    batch_size: int = 64, device: str = "cpu") -> dict:
+    """The seed's §4.3 baseline row of ``checkpoint`` (see the module's docstring)."""
+    hub = load(checkpoint, data, device)
+    row = {"model": checkpoint, "baseline": "cosine", "sentiment_acc": None}
+    meta = {}
+    tasks = [t for t in COSINE_TASKS if os.path.isdir(os.path.join(data, t))]
+    if not tasks:
+        raise MultitaskEvalError(f"--data: '{data}' has neither paraphrase/ nor sts/ (clear-prepare-multitask's output)")
+    metrics, predictions = {}, {}
+    for task in tasks:
+        cos, labels, _, _ = cls_cosines(hub, data, task, split, batch_size)
+        if task == "sts":
+            metrics[task] = pearson(cos, labels)
+            predictions[task] = {"pred": cos.tolist(), "labels": labels.tolist()}
+            continue
+        dev_cos, dev_labels = (cos, labels) if select_split == split else cls_cosines(
+            hub, data, task, select_split, batch_size)[:2]
+        threshold = best_threshold(dev_cos, dev_labels)
+        pred = (cos > threshold).astype(np.int64)
+        metrics[task] = accuracy(pred, labels.astype(np.int64))
+        meta = {"threshold": threshold, "threshold_split": select_split}
+        predictions[task] = {"pred": pred.tolist(), "labels": labels.tolist(), "cosine": cos.tolist()}
+    row.update(table_row(metrics))
+    row.update(meta)
+    return {"row": row, "predictions": predictions}
+
+
+def evaluate_baseline(checkpoints: Sequence[str], data: str, split: str = "valid", select_split: str = "valid",
+                      batch_size: int = 64, device: str = "cpu") -> dict:
+    """One cosine-baseline row per checkpoint (no ensemble); ``predictions`` are the first one's."""
+    if not checkpoints:
+        raise MultitaskEvalError("give at least one checkpoint")
+    results = [cosine_baseline(c, data, split, select_split, batch_size, device) for c in checkpoints]
+    return {"split": split, "baseline": "cosine", "rows": [r["row"] for r in results],
+            "predictions": results[0]["predictions"],
+            "note": "cosine of the two [CLS] vectors: no sentiment score (n/a); Overall = mean of paraphrase "
+                    "and STS only"}
+
+
 def format_table(result: dict) -> str:
     """The seed's table: Method, Overall, Sentiment Cls. Acc., Paraphrase Acc., STS Corr."""
     header = ["Method", "Overall", "Sentiment Cls. Acc.", "Paraphrase Acc.", "STS Corr."]
@@ -165,9 +267,16 @@ def format_table(result: dict) -> str:
     width = max(len(header[0]), *(len(name) for name, _ in entries))
     lines.append(f"{header[0]:<{width}}  " + "  ".join(f"{h:>19}" for h in header[1:]))
     for name, r in entries:
-        cells = [r.get(c) for c in COLUMNS]
-        lines.append(f"{name:<{width}}  " + "  ".join(f"{'-' if v is None else format(v, '.3f'):>19}" for v in cells))
-    lines.append(f"({result['split']} split; Overall = the plain mean of the three metrics)")
+        cells = [("n/a" if c in r else "-") if r.get(c) is None else format(r[c], ".3f") for c in COLUMNS]
+        lines.append(f"{name:<{width}}  " + "  ".join(f"{v:>19}" for v in cells))
+    if result.get("baseline") == "cosine":
+        thresholds = ", ".join(f"{r['threshold']:.4f}" for r in result["rows"] if "threshold" in r)
+        lines.append(f"({result['split']} split; cosine baseline: the cosine of the two [CLS] vectors, no heads; "
+                     "sentiment n/a; Overall = the mean of paraphrase and STS only"
+                     + (f"; paraphrase threshold {thresholds}, chosen on {result['rows'][0]['threshold_split']}"
+                        if thresholds else "") + ")")
+    else:
+        lines.append(f"({result['split']} split; Overall = the plain mean of the three metrics)")
     return "\n".join(lines)
 
 

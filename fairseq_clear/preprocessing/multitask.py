@@ -90,25 +90,41 @@ def read_cs224n(directory: str, task: str, split: str, skipped: Dict[str, int]) 
             return None
         raise PrepareError(f"--cs224n-dir: no {os.path.join(directory, candidates[0])}")
     columns, label_column = CS224N_COLUMNS[task]
-    rows = []
-    with open(path, encoding="utf-8", newline="") as f:
-        reader = csv.DictReader(f, delimiter="\t")
-        header = [h.strip() for h in (reader.fieldnames or [])]
-        missing = [c for c in columns if c not in header]
-        if missing:
-            raise PrepareError(f"{path}: no column {', '.join(missing)} in its header {header}")
-        if label_column not in header:
-            return None  # the unlabelled test-student files
-        for record in reader:
-            record = {(k or "").strip(): v for k, v in record.items()}
-            texts = tuple((record.get(c) or "").strip() for c in columns)
-            label = _label(task, record.get(label_column) or "")
-            if label is None:
-                skipped["no valid label"] = skipped.get("no valid label", 0) + 1
-            elif not all(texts):
-                skipped["empty sentence"] = skipped.get("empty sentence", 0) + 1
-            else:
-                rows.append((texts, label))
+    rows, reader = [], None
+    try:
+        with open(path, encoding="utf-8", newline="") as f:
+            reader = csv.DictReader(f, delimiter="\t")
+            header = [(h or "").strip() for h in (reader.fieldnames or [])]
+            missing = [c for c in columns if c not in header]
+            if missing:
+                raise PrepareError(f"{path}: no column {', '.join(missing)} in its header {header} (the CS224N files "
+                                   "are tab-separated: an index column, id, then the sentences and the label)")
+            if label_column not in header:
+                return None  # the unlabelled test-student files
+            start = reader.line_num + 1
+            for record in reader:
+                if any("\n" in v for v in record.values() if isinstance(v, str)):
+                    # the files' texts have no line breaks: a double quote left open swallowed them
+                    raise PrepareError(f"{path} line {start}: a quoted field runs over lines {start}-"
+                                       f"{reader.line_num} (an unclosed double quote?)")
+                start = reader.line_num + 1
+                if None in record or None in record.values():  # more or fewer fields than the header
+                    skipped["wrong number of fields"] = skipped.get("wrong number of fields", 0) + 1
+                    continue
+                record = {(k or "").strip(): v for k, v in record.items()}
+                texts = tuple((record.get(c) or "").strip() for c in columns)
+                label = _label(task, record.get(label_column) or "")
+                if label is None:
+                    skipped["no valid label"] = skipped.get("no valid label", 0) + 1
+                elif not all(texts):
+                    skipped["empty sentence"] = skipped.get("empty sentence", 0) + 1
+                else:
+                    rows.append((texts, label))
+    except UnicodeDecodeError as e:
+        raise PrepareError(f"{path}: not UTF-8 text (byte {e.start}: {e.reason})") from None
+    except csv.Error as e:
+        line = f" line {reader.line_num}" if reader is not None else ""
+        raise PrepareError(f"{path}{line}: unreadable as tab-separated CSV ({e})") from None
     return rows
 
 
