@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-RUNNER = Path(__file__).resolve().parent / "fairseq_suite" / "run.py"
+RUNNER = Path(__file__).resolve().parents[1] / "fairseq_suite" / "run.py"
 #: the sdist's files that run without tests/utils.py and touch what the plugin's fixes touch
 #: (checkpoints' task state, the trainer, iterators, fp16/amp optimizers, datasets)
 FILES = ["test_checkpoint_utils_for_task_level_attributes.py", "test_train.py", "test_iterators.py",
