@@ -38,6 +38,8 @@ def env(threads: int = 1, **extra) -> dict:
     for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         e[k] = str(threads)
     e["PYTHONUNBUFFERED"] = "1"
+    # the recipes call the console scripts by name: find this interpreter's, also when the venv is not activated
+    e["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), e.get("PATH", "")])
     e.setdefault("LOGLEVEL", "INFO")
     e.update({k: str(v) for k, v in extra.items()})
     return e

@@ -151,8 +151,11 @@ def compare(start: dict, end: dict) -> dict:
 
 
 def plot(results: dict, path: Path):
+    import logging
+
     import matplotlib
 
+    logging.getLogger("matplotlib").setLevel(logging.WARNING)  # fairseq's import set the root logger to DEBUG
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
