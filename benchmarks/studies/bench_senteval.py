@@ -4,9 +4,11 @@
         [--run NAME=CHECKPOINT[:DATA]] ... [--model DIR] ...
 
 Scores, with ``clear-eval-senteval`` (SentEval's classifier protocol, mean pooling as in
-DeCLUTR), the tasks of ../shared/data: SST2 (GLUE's SST-2: its training phrases less 872
-held out as dev, GLUE's dev as test; not SentEval's split), MRPC (SentEval's files in GLUE's
-folder), SICK-E, SICK-R and STS-B (SentEval's regressor); no probing data is here, so the
+DeCLUTR), the tasks of ../shared/data: STS12-16 (cosine, no training), SST2 (GLUE's SST-2: its
+training phrases less 872 held out as dev, GLUE's dev as test; not SentEval's split), MRPC
+(SentEval's files in GLUE's folder), SICK-E, SICK-R and STS-B (SentEval's regressor); each
+scored as DeCLUTR's table scores it (MRPC: mean of accuracy and F1; SICK-R, STS-B, STS12-16:
+Spearman); no probing data is here, so the
 table has a downstream average only (``--senteval-data DIR`` adds SentEval's own tasks,
 probing included, when a copy is at hand).
 
@@ -33,7 +35,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common.py, plots.py
 import common  # noqa: E402
 
-TASKS = ["SST2", "MRPC", "SICK-E", "SICK-R", "STS-B"]
+TASKS = ["STS12", "STS13", "STS14", "STS15", "STS16", "SST2", "MRPC", "SICK-E", "SICK-R", "STS-B"]
 #: bench_quality's rows, under their run directories' names (slug.s1)
 QUALITY_ROWS = {
     "untrained": "Random_init_(no_training)",
@@ -124,7 +126,7 @@ def plot(rows, path):
         ax.bar([i + k * width for i in range(len(columns))], values, width, label=name)
     ax.set_xticks([i + 0.4 - width / 2 for i in range(len(columns))])
     ax.set_xticklabels(columns)
-    ax.set_ylabel("test accuracy / Pearson x100")
+    ax.set_ylabel("DeCLUTR's score x100 (accuracy; MRPC acc+F1; STS Spearman)")
     ax.set_title("SentEval tasks with the data here (DeCLUTR Table 1 layout)")
     ax.legend(fontsize=7)
     save(fig, path)

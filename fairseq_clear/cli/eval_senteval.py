@@ -26,7 +26,7 @@ logger = logging.getLogger("clear-eval-senteval")
 
 def get_parser():
     from ..evaluation.senteval_classifier import CONFIGS
-    from ..evaluation.senteval_data import DOWNSTREAM, GROUPS, PROBING
+    from ..evaluation.senteval_data import GROUPS, TASKS
 
     parser = argparse.ArgumentParser(
         prog="clear-eval-senteval",
@@ -46,7 +46,8 @@ def get_parser():
     data.add_argument(
         "--senteval-data", metavar="DIR",
         help="SentEval's data folder: downstream/{MR,CR,SUBJ,MPQA,SST/binary,SST/fine,TREC,MRPC,SICK,SNLI,"
-        "STS/STSBenchmark} as its data/downstream/get_transfer_data.bash writes them, and probing/*.txt",
+        "STS/STSBenchmark,STS/STS12-en-test..STS16-en-test} as its data/downstream/get_transfer_data.bash "
+        "writes them, and probing/*.txt",
     )
     data.add_argument(
         "--glue-data", metavar="DIR",
@@ -55,12 +56,13 @@ def get_parser():
     )
     data.add_argument(
         "--sts-dir", metavar="DIR",
-        help="an STS folder as clear-eval-sts takes it: SICK/ (for SICK-E and SICK-R) and STSBenchmark/",
+        help="an STS folder as clear-eval-sts takes it: SICK/ (for SICK-E and SICK-R), STSBenchmark/ and "
+        "STS12-en-test/ .. STS16-en-test/ (SentEval's tokenized copy when it has one)",
     )
     data.add_argument(
         "--tasks", default="all",
-        help=f"comma-separated tasks and groups ({', '.join(GROUPS)}); tasks: {', '.join(DOWNSTREAM + PROBING)} "
-        "(SentEval's names work too). Default: all, i.e. every task whose data is found",
+        help=f"comma-separated tasks and groups ({', '.join(GROUPS)}: DeCLUTR's; SNLI by name only); tasks: "
+        f"{', '.join(TASKS)} (SentEval's names work too). Default: all, i.e. every task whose data is found",
     )
     data.add_argument(
         "--max-examples", type=int, metavar="N",
@@ -202,7 +204,7 @@ def _fmt(x):
 
 
 def format_table(report) -> str:
-    from ..evaluation.senteval_data import DOWNSTREAM, PROBING
+    from ..evaluation.senteval_data import DOWNSTREAM, EXTRA, PROBING
 
     rows = [(f"{model}-{POOLING_LABELS.get(label, label)}", res)
             for model, labels in report["models"].items() for label, res in labels.items()]
@@ -215,15 +217,16 @@ def format_table(report) -> str:
         f"{'logistic regression' if cfg['nhid'] == 0 else 'MLP nhid ' + str(cfg['nhid'])}, {cfg['optim']}, "
         f"batch {cfg['batch_size']}, tenacity {cfg['tenacity']}, epoch size {cfg['epoch_size']}, "
         f"{cfg['kfold']} folds, seed {cfg['seed']}",
-        "Test accuracy x100 (SICK-R, STS-B: Pearson x100 of SentEval's regressor); Downstream, Probing: the means "
-        "over the tasks run; Avg: their mean.",
+        "DeCLUTR's scores: test accuracy x100 (MRPC: mean of accuracy and F1; SICK-R, STS-B: Spearman x100 of "
+        "SentEval's regressor; STS12-16: mean over subsets of the cosine's Spearman x100); Downstream, Probing: "
+        "the means over DeCLUTR's tasks run (not SNLI); Avg: their mean.",
     ]
     if report.get("max_examples"):
         lines.append(f"At most {report['max_examples']} examples per split (--max-examples): not comparable.")
     for task, note in report["notes"].items():
         lines.append(f"{task}: {note}")
     lines += ["", "Task".ljust(width) + "".join(label.rjust(col) for label, _ in rows) + "    time (s)"]
-    for group, names in (("Downstream", DOWNSTREAM), ("Probing", PROBING)):
+    for group, names in (("Downstream", DOWNSTREAM), ("", EXTRA), ("Probing", PROBING)):
         run = [t for t in names if t in tasks]
         for t in run:
             times = [res["times"][t] for _, res in rows]
@@ -231,7 +234,7 @@ def format_table(report) -> str:
             spent += " + " + " + ".join(f"{x['classify_s']:.1f}" for x in times)
             lines.append(t.ljust(width) + "".join(_fmt(res["table"].get(t)).rjust(col) for _, res in rows)
                          + "    " + spent)
-        if run:
+        if run and group:
             lines.append(group.ljust(width) + "".join(_fmt(res["table"].get(group)).rjust(col) for _, res in rows))
             lines.append("")
     lines.append("Avg".ljust(width) + "".join(_fmt(res["table"].get("Avg")).rjust(col) for _, res in rows))

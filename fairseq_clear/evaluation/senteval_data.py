@@ -13,6 +13,7 @@ SentEval's layout (``data/`` of its repository, after ``data/downstream/get_tran
     downstream/SICK/SICK_{train,trial,test_annotated}.txt  a header, then pair_ID, A, B, relatedness, entailment
     downstream/SNLI/{s1,s2,labels}.{train,dev,test}    latin-1 sentences, labels entailment/neutral/contradiction
     downstream/STS/STSBenchmark/sts-{train,dev,test}.csv
+    downstream/STS/STS1x-en-test/STS.{input,gs}.SUBSET.txt   STS12..16 (no training: cosine, Spearman)
     probing/<task>.txt                           "tr|va|te<TAB>label<TAB>...<TAB>sentence", UTF-8
 
 Each reader keeps SentEval's rules: its encodings, its label maps, whitespace tokenization
@@ -35,8 +36,13 @@ import numpy as np
 
 from ..errors import FairseqClearError, NotUtf8Error
 
-#: SentEval's downstream tasks this module reads, in DeCLUTR's (SentEval's) table order
-DOWNSTREAM = ("MR", "CR", "SUBJ", "MPQA", "SST2", "SST5", "TREC", "MRPC", "SICK-E", "SNLI", "SICK-R", "STS-B")
+#: DeCLUTR's downstream tasks (its scripts/run_senteval.py), in its order: the mean over these is its
+#: "Downstream" column. STS12-16 are unsupervised (cosine, Spearman), the rest classifiers/regressors.
+DOWNSTREAM = ("STS12", "STS13", "STS14", "STS15", "STS16", "MR", "CR", "MPQA", "SUBJ", "SST2", "SST5", "TREC",
+              "MRPC", "SICK-E", "SICK-R", "STS-B")
+#: SentEval downstream tasks read by name but left out of DeCLUTR's table and its average
+EXTRA = ("SNLI",)
+STS_UNSUPERVISED = ("STS12", "STS13", "STS14", "STS15", "STS16")
 #: the 10 probing tasks, under the probing paper's short names
 PROBING = ("SentLen", "WC", "TreeDepth", "TopConst", "BShift", "Tense", "SubjNum", "ObjNum", "SOMO", "CoordInv")
 PROBING_FILES = {
@@ -52,10 +58,12 @@ SENTEVAL_NAMES = {
     "SubjNumber": "SubjNum", "ObjNumber": "ObjNum", "OddManOut": "SOMO", "CoordinationInversion": "CoordInv",
 }
 GROUPS = {"downstream": DOWNSTREAM, "probing": PROBING, "all": DOWNSTREAM + PROBING}
+#: every task a name can select
+TASKS = DOWNSTREAM + EXTRA + PROBING
 #: folders under SentEval's data/downstream
 TASK_FOLDERS = {"MR": "MR", "CR": "CR", "SUBJ": "SUBJ", "MPQA": "MPQA", "SST2": "SST/binary", "SST5": "SST/fine",
                 "TREC": "TREC", "MRPC": "MRPC", "SICK-E": "SICK", "SNLI": "SNLI", "SICK-R": "SICK",
-                "STS-B": "STS/STSBenchmark"}
+                "STS-B": "STS/STSBenchmark", **{t: f"STS/{t}-en-test" for t in STS_UNSUPERVISED}}
 TREC_LABELS = {"ABBR": 0, "DESC": 1, "ENTY": 2, "HUM": 3, "LOC": 4, "NUM": 5}
 SICK_E_LABELS = {"CONTRADICTION": 0, "NEUTRAL": 1, "ENTAILMENT": 2}
 SNLI_LABELS = {"entailment": 0, "neutral": 1, "contradiction": 2}
@@ -85,7 +93,7 @@ class TaskData:
     int array; floats for SICK-R/STS-B), in file order. ``protocol``: how SentEval scores it."""
 
     name: str
-    protocol: str  # innerkfold | kfold | split | relatedness
+    protocol: str  # innerkfold | kfold | split | relatedness | cosine (STS12-16: no training)
     nclasses: int
     splits: Dict[str, list]
     source: str
@@ -96,6 +104,8 @@ class TaskData:
     noreg: bool = False
     f1: bool = False
     files: List[str] = field(default_factory=list)
+    #: STS12-16: each subset's slice of the test pairs (SentEval scores subsets, then averages them)
+    subsets: Dict[str, tuple] = field(default_factory=dict)
 
     def sentences(self) -> List[str]:
         """Every distinct sentence, in first-seen order."""
@@ -116,7 +126,7 @@ def resolve_tasks(spec: str) -> List[str]:
     if not names:
         raise SentEvalDataError(f"--tasks is empty; give task names or groups ({', '.join(GROUPS)})")
     out = []
-    lower = {t.lower(): t for t in DOWNSTREAM + PROBING}
+    lower = {t.lower(): t for t in TASKS}
     lower.update({k.lower(): v for k, v in SENTEVAL_NAMES.items()})
     for n in names:
         if n.lower() in GROUPS:
@@ -124,7 +134,7 @@ def resolve_tasks(spec: str) -> List[str]:
         elif n.lower() in lower:
             tasks = (lower[n.lower()],)
         else:
-            raise SentEvalDataError(f"--tasks: unknown task '{n}'; known: {', '.join(DOWNSTREAM + PROBING)} "
+            raise SentEvalDataError(f"--tasks: unknown task '{n}'; known: {', '.join(TASKS)} "
                                     f"(or SentEval's names), and the groups {', '.join(GROUPS)}")
         out.extend(t for t in tasks if t not in out)
     return out
@@ -379,6 +389,20 @@ def read_relatedness(folder: str, task: str) -> TaskData:
                     files=[os.path.join(folder, n) for n in names.values()])
 
 
+def read_sts_unsupervised(folder: str, task: str) -> TaskData:
+    """STS12..STS16: every subset's scored pairs (SentEval's STS.input/STS.gs files), no training."""
+    from .sts import STS_YEARS, STSFormatError, read_sts_year
+
+    names = [f"STS.{kind}.{subset}.txt" for subset in STS_YEARS[task] for kind in ("input", "gs")]
+    _check_folder(folder, task, names)
+    try:
+        pairs = read_sts_year(folder, task)
+    except STSFormatError as e:
+        raise SentEvalDataError(str(e)) from None
+    return TaskData(task, "cosine", 0, {"test": [pairs.sent1, pairs.sent2, pairs.scores]}, folder, pair=True,
+                    files=[os.path.join(folder, n) for n in names], subsets=dict(pairs.subsets))
+
+
 def read_senteval_task(root: str, task: str) -> TaskData:
     """``task`` from SentEval's ``data`` folder (``root``: holds downstream/ and probing/)."""
     if task in PROBING:
@@ -398,6 +422,8 @@ def read_senteval_task(root: str, task: str) -> TaskData:
         return read_snli(folder)
     if task in ("SICK-R", "STS-B"):
         return read_relatedness(folder, task)
+    if task in STS_UNSUPERVISED:
+        return read_sts_unsupervised(folder, task)
     raise SentEvalDataError(f"unknown task '{task}'")
 
 
@@ -451,16 +477,15 @@ def read_glue_task(glue_dir: str, task: str) -> TaskData:
 
 
 def sts_folder(sts_dir: str, task: str) -> str:
-    """SICK (for SICK-E and SICK-R) or STS-B's folder in clear-eval-sts's --sts-dir."""
+    """The task's folder in clear-eval-sts's --sts-dir (SentEval's tokenized copy; SICK for SICK-E)."""
     from .sts import resolve_sts_dirs
 
-    dirs = resolve_sts_dirs(sts_dir, "senteval")
-    return dirs["SICK-R" if task in ("SICK-E", "SICK-R") else "STS-B"]
+    return resolve_sts_dirs(sts_dir, "senteval")["SICK-R" if task == "SICK-E" else task]
 
 
 #: which tasks each kind of data folder provides
 GLUE_TASKS = ("SST2", "MRPC")
-STS_TASKS = ("SICK-E", "SICK-R", "STS-B")
+STS_TASKS = STS_UNSUPERVISED + ("SICK-E", "SICK-R", "STS-B")
 
 
 def find_task(task: str, senteval_data: Optional[str] = None, glue_data: Optional[str] = None,
@@ -492,12 +517,16 @@ def load_task(task: str, senteval_data: Optional[str] = None, glue_data: Optiona
         return read_glue_task(glue_data, task)
     if where == "sts":
         folder = sts_folder(sts_dir, task)
+        if task in STS_UNSUPERVISED:
+            return read_sts_unsupervised(folder, task)
         return read_sick_entailment(folder) if task == "SICK-E" else read_relatedness(folder, task)
+    from .sts import TASK_DIRS
+
     extra = []
     if task in GLUE_TASKS:
         extra.append(f"--glue-data (GLUE's glue_data folder{': ' + glue_data if glue_data else ''})")
     if task in STS_TASKS:
-        extra.append(f"--sts-dir (an STS folder holding {'SICK' if task != 'STS-B' else 'STSBenchmark'}"
+        extra.append(f"--sts-dir (an STS folder holding {TASK_DIRS.get(task, 'SICK')}"
                      f"{': ' + sts_dir if sts_dir else ''})")
     how = HOW_TO_GET_PROBING if task in PROBING else HOW_TO_GET
     raise SentEvalMissingError(f"{task}: no data: give --senteval-data (SentEval's data folder; {how})"
@@ -518,6 +547,9 @@ def subsample(data: TaskData, n: int, seed: int = 1111) -> TaskData:
             continue
         keep = np.sort(rng.permutation(size)[:n])
         out.splits[split] = [c[keep] if isinstance(c, np.ndarray) else [c[i] for i in keep] for c in columns]
+        if data.subsets:  # STS12-16 (one split): the subsets' slices of what is kept
+            out.subsets = {k: (int(np.searchsorted(keep, a)), int(np.searchsorted(keep, b)))
+                           for k, (a, b) in data.subsets.items()}
     if out.note:
         out.note += f"; at most {n} examples per split used"
     return out

@@ -8,10 +8,13 @@ order, builds SentEval's features and scores them with SentEval's classifier pro
 (:mod:`.senteval_relatedness`). Vectors are cached per (model, task) (:class:`VectorCache`),
 so that another classifier setting does not embed again.
 
-Each task's score is SentEval's test accuracy x100 (MRPC: accuracy; its F1 is in the
-results), or for SICK-R and STS-B the test Pearson x100 (SentEval's convention; Spearman is in
-the results). The table adds DeCLUTR's averages: the mean over the downstream tasks run, over
-the probing tasks run, and ``Avg`` the mean of those two.
+Each task's score is the one DeCLUTR's table uses (its ``scripts/run_senteval.py``): SentEval's
+test accuracy x100; for MRPC the mean of accuracy and F1; for SICK-R and STS-B the test Spearman
+x100 of SentEval's regressor; for STS12-16 (no training) the mean over the year's subsets of the
+Spearman x100 of the cosine similarities (SentEval's ``all.spearman.mean``). Every other number
+SentEval prints (Pearson, F1, dev scores, per-subset and weighted means) is in the results. The
+table adds DeCLUTR's averages: the mean over its downstream tasks run (SNLI, which it leaves out,
+is reported but not averaged), over the probing tasks run, and ``Avg`` the mean of those two.
 """
 
 import hashlib
@@ -45,6 +48,19 @@ def score_task(data: TaskData, vectors: np.ndarray, index: Dict[str, int], cfg: 
     def rows(sentences):
         return vectors[np.fromiter((index[s] for s in sentences), dtype=np.int64, count=len(sentences))]
 
+    if data.protocol == "cosine":  # STS12-16: SentEval's STSEval, nothing trained
+        from .sts import StsPairs, score_pairs
+
+        a, b, y = data.splits["test"]
+        u, v = rows(a), rows(b)
+        with np.errstate(divide="ignore", invalid="ignore"):  # a zero vector: NaN, as SentEval's cosine
+            cos = (u * v).sum(1) / (np.linalg.norm(u, axis=1) * np.linalg.norm(v, axis=1))
+        out = score_pairs(StsPairs(data.name, a, b, np.asarray(y, dtype=np.float64), subsets=data.subsets), cos)
+        out = {"spearman_mean": out["mean"], "spearman_wmean": out["wmean"], "pearson_mean": out["pearson_mean"],
+               "pearson_wmean": out["pearson_wmean"], "spearman_all": out["spearman"],
+               "subsets": out["subsets"], "ntest": out["pairs"]}
+        out["score"] = sc.valid_score(out["spearman_mean"], data.name)
+        return out
     if data.protocol == "relatedness":
         splits = {k: (rows(a), rows(b), y, a, b) for k, (a, b, y) in data.splits.items()}
         with sc.one_thread():
@@ -52,7 +68,7 @@ def score_task(data: TaskData, vectors: np.ndarray, index: Dict[str, int], cfg: 
         out = {"pearson": out["pearson"], "spearman": out["spearman"], "mse": out["mse"],
                "devpearson": out["dev_pearson"], "epochs": out["epochs"],
                "ndev": out["dev_pairs"], "ntest": out["test_pairs"]}
-        out["score"] = sc.valid_score(out["pearson"], data.name)
+        out["score"] = sc.valid_score(out["spearman"], data.name)  # DeCLUTR's test score: Spearman
         return out
     features = {}
     for split, columns in data.splits.items():
@@ -71,7 +87,8 @@ def score_task(data: TaskData, vectors: np.ndarray, index: Dict[str, int], cfg: 
         features[split] = (x, np.asarray(y, dtype=np.int64)[order])
     out = sc.run_protocol(data.protocol, features, data.nclasses, sc.config_for(data.classifier, cfg),
                           noreg=data.noreg, f1=data.f1)
-    out["score"] = sc.valid_score(out["acc"], data.name)
+    # MRPC: DeCLUTR averages accuracy and F1
+    out["score"] = sc.valid_score((out["acc"] + out["f1"]) / 2 if data.f1 else out["acc"], data.name)
     return out
 
 
@@ -170,8 +187,8 @@ def evaluate_transfer(encoders: Dict[str, Callable], tasks: Dict[str, TaskData],
                 entry["tasks"][name] = {**out, "source": data.source, **({"note": data.note} if data.note else {})}
                 entry["times"][name] = {"embed_s": round(embed_s, 3), "classify_s": round(classify_s, 3),
                                         "cached": cached}
-                progress(f"[{number}/{total}] {name}: {model}-{label}: {_describe(out)} "
-                         f"({'regressor' if data.protocol == 'relatedness' else data.protocol} in {classify_s:.1f} s)")
+                method = {"relatedness": "regressor", "cosine": "cosine"}.get(data.protocol, data.protocol)
+                progress(f"[{number}/{total}] {name}: {model}-{label}: {_describe(out)} ({method} in {classify_s:.1f} s)")
     for model in results.values():
         for entry in model.values():
             entry["table"] = table_of({t: r["score"] for t, r in entry["tasks"].items()})
@@ -179,6 +196,8 @@ def evaluate_transfer(encoders: Dict[str, Callable], tasks: Dict[str, TaskData],
 
 
 def _describe(out: dict) -> str:
+    if "spearman_mean" in out:
+        return f"spearman mean {out['spearman_mean']:.2f} wmean {out['spearman_wmean']:.2f} ({len(out['subsets'])} subsets)"
     if "pearson" in out:
         return f"pearson {out['pearson']:.2f} spearman {out['spearman']:.2f} (dev pearson {out['devpearson']:.2f})"
     extra = f" f1 {out['f1']:.2f}" if "f1" in out else ""

@@ -34,24 +34,29 @@ def test_the_command_runs_end_to_end_on_the_data_here_and_reuses_its_vectors(ckp
     checkpoint, data = ckpt
     out = tmp_path / "table.json"
     args = COMMAND + ["--checkpoint", checkpoint, "--data", data, "--cpu", "--glue-data", glue, "--sts-dir", sts,
-                      "--senteval-data", probing_only, "--tasks", "SST2,MRPC,SICK-E,SICK-R,STS-B,Tense",
+                      "--senteval-data", probing_only, "--tasks", "STS12,SST2,MRPC,SICK-E,SICK-R,STS-B,Tense",
                       "--max-examples", "150", "--config", "prototyping", "--output", out]
     proc = run_cli(args)
     report = json.loads(out.read_text())
     row = report["models"][checkpoint.stem]["mean"]
-    tasks = ["SST2", "MRPC", "SICK-E", "SICK-R", "STS-B", "Tense"]
+    tasks = ["STS12", "SST2", "MRPC", "SICK-E", "SICK-R", "STS-B", "Tense"]
     assert list(report["tasks"]) == tasks and report["classifier"]["optim"] == "rmsprop"
     assert set(row["table"]) == set(tasks) | {"Downstream", "Probing", "Avg"}
     assert all(math.isfinite(v) for v in row["table"].values())
-    assert row["table"]["Downstream"] == pytest.approx(np.mean([row["table"][t] for t in tasks[:5]]))
+    assert row["table"]["Downstream"] == pytest.approx(np.mean([row["table"][t] for t in tasks[:6]]))
     assert row["table"]["Avg"] == pytest.approx((row["table"]["Downstream"] + row["table"]["Tense"]) / 2)
     assert row["tasks"]["MRPC"]["source"].endswith("MRPC") and "f1" in row["tasks"]["MRPC"]
-    assert row["tasks"]["SICK-R"]["score"] == row["tasks"]["SICK-R"]["pearson"]
+    # DeCLUTR's scores: Spearman for the regressor's tasks, MRPC's accuracy and F1 averaged, STS12 by subsets
+    assert row["tasks"]["SICK-R"]["score"] == row["tasks"]["SICK-R"]["spearman"]
+    mrpc = row["tasks"]["MRPC"]
+    assert mrpc["score"] == pytest.approx((mrpc["acc"] + mrpc["f1"]) / 2)
+    sts12 = row["tasks"]["STS12"]
+    assert len(sts12["subsets"]) == 5 and sts12["score"] == pytest.approx(np.mean(list(sts12["subsets"].values())))
     assert "GLUE SST-2" in report["notes"]["SST2"]
     assert not any(t["cached"] for t in row["times"].values())
     for line in ("Downstream", "Probing", "Avg", f"{checkpoint.stem}-mean", "SICK-E"):
         assert line in proc.stdout
-    assert "[6/6] Tense" in proc.stdout  # progress, per task
+    assert "[7/7] Tense" in proc.stdout  # progress, per task
 
     # another classifier setting: the vectors come from the cache, nothing is embedded again
     proc = run_cli(args[:-2] + ["--nhid", "8", "--output", tmp_path / "mlp.json"] +
@@ -98,7 +103,8 @@ def test_library_any_callable_and_the_cache_per_model_and_task(tmp_path):
         s = data.sentences()
         direct = score_task(data, np.stack([vectors[x] for x in s]), {x: k for k, x in enumerate(s)}, cfg)
         assert first["tasks"][name]["acc"] == direct["acc"]
-    assert first["table"] == table_of({t: first["tasks"][t]["acc"] for t in tasks})
+    assert first["tasks"]["MRPC"]["score"] == (first["tasks"]["MRPC"]["acc"] + first["tasks"]["MRPC"]["f1"]) / 2
+    assert first["table"] == table_of({t: first["tasks"][t]["score"] for t in tasks})
     again = evaluate_transfer({"toy": encoder}, tasks, sc.make_config("paper"), cache=cache,
                               fingerprints={"toy": "v1"}, progress=lambda m: None)["toy"]["callable"]
     assert len(calls) == 2 and all(t["cached"] for t in again["times"].values())

@@ -129,7 +129,9 @@ def test_a_missing_folder_is_one_error_naming_it_and_how_to_get_it(tmp_path):
 def test_task_names_and_groups():
     assert sd.resolve_tasks("downstream") == list(sd.DOWNSTREAM)
     assert sd.resolve_tasks("mr,SICKEntailment,Length,probing")[:4] == ["MR", "SICK-E", "SentLen", "WC"]
-    assert len(sd.resolve_tasks("all")) == 22
+    assert len(sd.resolve_tasks("all")) == 26  # DeCLUTR's 16 downstream tasks and the 10 probing ones
+    assert "SNLI" not in sd.resolve_tasks("all") and sd.resolve_tasks("snli") == ["SNLI"]
+    assert sd.resolve_tasks("downstream")[:5] == ["STS12", "STS13", "STS14", "STS15", "STS16"]
     with pytest.raises(sd.SentEvalDataError, match="unknown task 'COCO'"):
         sd.resolve_tasks("MR,COCO")
 
@@ -153,3 +155,51 @@ def test_subsample_keeps_file_order_and_columns_aligned():
     a, b, y = small.splits["train"]
     assert len(y) == 10 and list(y) == sorted(y) and a == [f"s{k}" for k in y] and b == [f"t{k}" for k in y]
     assert len(data.splits["train"][2]) == 50
+
+
+def _sts13(root, empty_gold_line=False):
+    """SentEval's STS13 folder (three subsets; an empty gold line: an unscored pair, skipped)."""
+    folder = root / "downstream" / "STS" / "STS13-en-test"
+    rng = np.random.RandomState(0)
+    for subset in ("FNWN", "headlines", "OnWN"):
+        n = {"FNWN": 6, "headlines": 9, "OnWN": 7}[subset]
+        _write(folder / f"STS.input.{subset}.txt", "".join(f"{subset} a{k}  x\t{subset} b{k}\n" for k in range(n)))
+        gold = [f"{rng.uniform(0, 5):.2f}" for _ in range(n)]
+        if empty_gold_line and subset == "OnWN":
+            gold[3] = ""
+        _write(folder / f"STS.gs.{subset}.txt", "\n".join(gold) + "\n")
+    return folder
+
+
+def test_sts12_to_16_are_read_by_subset_and_scored_as_senteval_s_stseval(tmp_path):
+    from scipy.stats import spearmanr
+
+    from fairseq_clear.evaluation import senteval_classifier as sc
+    from fairseq_clear.evaluation.senteval_transfer import score_task
+
+    _sts13(tmp_path, empty_gold_line=True)
+    data = sd.load_task("STS13", senteval_data=str(tmp_path))
+    assert data.protocol == "cosine" and data.subsets == {"FNWN": (0, 6), "headlines": (6, 15), "OnWN": (15, 21)}
+    a, b, gold = data.splits["test"]
+    assert len(a) == len(b) == len(gold) == 21 and a[0] == "FNWN a0 x"  # SentEval's whitespace tokens
+    sentences = data.sentences()
+    vectors = np.random.RandomState(1).randn(len(sentences), 8)
+    index = {x: k for k, x in enumerate(sentences)}
+    out = score_task(data, vectors, index, sc.make_config("prototyping"))
+    u, v = vectors[[index[x] for x in a]], vectors[[index[x] for x in b]]
+    cos = np.array([x @ y / np.linalg.norm(x) / np.linalg.norm(y) for x, y in zip(u, v)])
+    per = {k: spearmanr(cos[i:j], gold[i:j])[0] * 100 for k, (i, j) in data.subsets.items()}
+    assert out["subsets"] == pytest.approx(per)
+    assert out["score"] == pytest.approx(np.mean(list(per.values())))  # SentEval's all.spearman.mean
+    assert out["spearman_wmean"] == pytest.approx(sum(per[k] * (j - i) for k, (i, j) in data.subsets.items()) / 21)
+    small = sd.subsample(data, 10)
+    assert sum(j - i for i, j in small.subsets.values()) == 10 and list(small.subsets) == list(data.subsets)
+    assert all(x.startswith(k) for k, (i, j) in small.subsets.items() for x in small.splits["test"][0][i:j])
+
+
+def test_the_table_is_declutr_s_snli_reported_but_not_averaged():
+    from fairseq_clear.evaluation.senteval_transfer import table_of
+
+    table = table_of({"STS12": 50.0, "MR": 70.0, "SNLI": 90.0, "Tense": 80.0})
+    assert table["Downstream"] == 60.0 and table["Probing"] == 80.0 and table["Avg"] == 70.0
+    assert table["SNLI"] == 90.0
