@@ -200,7 +200,8 @@ class ClearCriterion(FairseqCriterion):
             keys, hkeys, ga, gp, gh = (None if x is None else distributed.gather(x, sizes, group)
                                        for x in (keys, hkeys, ga, gp, gh))
         rows = torch.arange(offset, offset + n, device=za.device)
-        mask, counts = negatives.false_negatives(self.cfg, rows, keys, hkeys, (ga, gp, gh) if training else None)
+        guided = training and self.guide is not None
+        mask, counts = negatives.false_negatives(self.cfg, rows, keys, hkeys, (ga, gp, gh) if guided else None)
         form = self.cfg.loss_form
         if self.dims is not None and self.dims[0] > za.size(1):
             raise ClearCriterionError(f"--matryoshka-dims {self.cfg.matryoshka_dims}: the largest size is more "

@@ -11,8 +11,14 @@ from helpers import make_binarized, run_cli, synthetic_sentences, train_args
 def setup(tmp_path_factory):
     work = tmp_path_factory.mktemp("guide")
     data = make_binarized(work / "corpus", synthetic_sentences(300, seed=2), synthetic_sentences(20, seed=4))
-    run_cli(train_args(data, work / "guide", max_update=2))
+    plain = run_cli(train_args(data, work / "guide", max_update=2)).stdout
+    (work / "plain.log").write_text(plain)
     return work, data, work / "guide"
+
+
+def test_a_run_without_a_guide_logs_no_guide_count(setup):
+    records = logged((setup[0] / "plain.log").read_text())
+    assert records and not any("guide_masked" in r for r in records)
 
 
 def _guided(data, save, guide, updates, *extra):
