@@ -20,13 +20,13 @@ Losses are logged in bits (base 2), like fairseq's ``masked_lm``.
 
 import logging
 import math
-from typing import NamedTuple, Optional
 
 import torch
 from fairseq import metrics, modules, utils
 from fairseq.criterions import FairseqCriterion, register_criterion
 
 from .. import distributed, losses, negatives, paper_defaults
+from ..data.contrastive_layout import Part, split_views
 from ..gradcache import attach, cached_encode, encode_without_graph
 from ..guide import GuideModel
 from .clear_config import (  # noqa: F401  (re-exported)
@@ -49,20 +49,6 @@ def _device_of(sample):
             if found is not None:
                 return found
     return None
-
-
-class Part(NamedTuple):
-    """One micro-batch's share of a contrastive problem (None where the batch has none)."""
-
-    za: torch.Tensor  # anchors
-    zp: torch.Tensor  # positives (DeCLUTR: averaged)
-    zh: Optional[torch.Tensor]  # hard negatives
-    signs: Optional[torch.Tensor]  # seed 004's +1/-1 per pair
-    keys: Optional[torch.Tensor]  # (n, 1 + P) duplicate keys of each pair's texts
-    hkeys: Optional[torch.Tensor]  # (n,) the hard negatives' keys
-    ga: Optional[torch.Tensor]  # the guide's vectors of the anchors,
-    gp: Optional[torch.Tensor]  # of the positives (averaged)
-    gh: Optional[torch.Tensor]  # and of the hard negatives
 
 
 def weighted_loss(mlm_sum, cl_sum, cl_weight: float, masked: int, anchors: int):
@@ -121,35 +107,6 @@ class ClearCriterion(FairseqCriterion):
                                      reduction="sum", ignore_index=self.padding_idx)
 
     # ---- contrastive -----------------------------------------------------------
-    @staticmethod
-    def _split_views(z, views, stand_in, guide=None):
-        """A :class:`Part`: vectors of the anchors, of the (averaged) positives and of the hard
-        negatives, the pairs' signs, duplicate keys and guide vectors."""
-        n = views["num_anchors"]
-        p = views.get("positives_per_anchor", 1)
-        hard = views.get("hard_negatives", False)
-
-        def split(x, average=True):
-            if x is None:
-                return None, None, None
-            xa, xp = x[:n], x[n : n + n * p].view(n, p, *x.shape[1:])
-            xp = xp.mean(dim=1) if average else xp  # DeCLUTR: mean of P positives
-            return xa, xp, (x[n + n * p :] if hard else None)
-
-        za, zp, zh = split(z)
-        signs = views.get("pair_signs")  # seed 004's negative pairs (contrastive_pairs --negative-pairs)
-        if signs is not None:
-            signs = signs.to(z.device)
-        keys = hkeys = None
-        if views.get("source_keys") is not None:
-            ka, kp, hkeys = split(views["source_keys"].to(z.device), average=False)
-            keys = torch.cat([ka[:, None], kp], dim=1)  # (n, 1 + P): the pair's texts
-        ga, gp, gh = split(guide)
-        part = Part(za, zp, zh, signs, keys, hkeys, ga, gp, gh)
-        if stand_in:  # joins the collectives, lends no views to the other ranks
-            part = Part(*(x[:0] if x is not None else None for x in part))
-        return part
-
     def _problem(self, model, views, step, n_masked):
         """(views of each micro-batch of the contrastive problem this call completes, its masked
         tokens, whether it spans held micro-batches); None while --accumulate-contrastive holds
@@ -161,7 +118,7 @@ class ClearCriterion(FairseqCriterion):
         if not (self.cfg.accumulate_contrastive and step is not None and step.count is not None
                 and model.training and torch.is_grad_enabled()):
             z = cached_encode(encode, views["src_tokens"], chunk, model.parameters())
-            return [self._split_views(z, views, stand_in, guide)], int(n_masked), False
+            return [split_views(z, views, stand_in, guide)], int(n_masked), False
         if step.index == 0:
             self._held = []
         self._held.append((encode_without_graph(encode, views["src_tokens"], chunk), views, stand_in, int(n_masked),
@@ -174,7 +131,7 @@ class ClearCriterion(FairseqCriterion):
         parts, offset = [], 0
         for pieces, layout, stand_in_i, _, guide_i in held:
             rows = sum(piece.out.size(0) for piece in pieces)
-            parts.append(self._split_views(z[offset : offset + rows], layout, stand_in_i, guide_i))
+            parts.append(split_views(z[offset : offset + rows], layout, stand_in_i, guide_i))
             offset += rows
         return parts, sum(h[3] for h in held), True
 
