@@ -126,8 +126,9 @@ def plot(rows, path):
         ax.bar([i + k * width for i in range(len(columns))], values, width, label=name)
     ax.set_xticks([i + 0.4 - width / 2 for i in range(len(columns))])
     ax.set_xticklabels(columns)
-    ax.set_ylabel("DeCLUTR's score x100 (accuracy; MRPC acc+F1; STS Spearman)")
-    ax.set_title("SentEval tasks with the data here (DeCLUTR Table 1 layout)")
+    ax.set_ylabel("score x100")
+    ax.set_title("SentEval tasks with the data here, scored as DeCLUTR's Table 1 (accuracy; MRPC: mean of "
+                 "accuracy and F1; SICK-R, STS: Spearman)", fontsize=9)
     ax.legend(fontsize=7)
     save(fig, path)
 
