@@ -2,13 +2,12 @@
 
 import json
 import math
-import random
 import subprocess
 
 import numpy as np
 import pytest
 
-from helpers import REPO, bin_path, run_cli, shared, synthetic_sentences
+from helpers import REPO, bin_path, run_cli, shared, synthetic_sentences, write_glue
 
 from fairseq_clear.evaluation import glue
 
@@ -50,37 +49,6 @@ def test_readme_settings_and_cpu_variant(tmp_path, monkeypatch):
     assert cpu["WARMUP_UPDATES"] == str(round(0.06 * int(cpu["TOTAL_NUM_UPDATES"])))
     with pytest.raises(glue.GlueDataError, match="unknown GLUE task"):
         glue.settings("MNLI-X")
-
-
-def write_glue(root, rows_per_split=40, seed=0):
-    """Tiny GLUE-format files for MRPC (BOM, header), CoLA (no header), STS-B (scores) and QQP (a bad line)."""
-    rng = random.Random(seed)
-    s = synthetic_sentences(200, seed=seed)
-    for task in ("MRPC", "CoLA", "STS-B", "QQP"):
-        (root / task).mkdir(parents=True)
-    for split in ("train", "dev", "test"):
-        n = rows_per_split
-        mrpc = ["\ufeffQuality\t#1 ID\t#2 ID\t#1 String\t#2 String"] + [
-            f"{i % 2}\t{i}\t{i + 1}\t{s[i]}\t{s[i + 1]}" for i in range(n)]
-        (root / "MRPC" / f"{split}.tsv").write_text("\n".join(mrpc) + "\n", encoding="utf-8")
-        if split == "test":
-            cola = ["index\tsentence"] + [f"{i}\t{s[i]}" for i in range(n)]
-        else:
-            cola = [f"src\t{i % 2}\t\t{s[i]}" for i in range(n)]
-        (root / "CoLA" / f"{split}.tsv").write_text("\n".join(cola) + "\n", encoding="utf-8")
-        sts = ["index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2\tscore"]
-        for i in range(n):
-            same = i % 2 == 0
-            b = s[i].replace(".", "!") if same else rng.choice(s)
-            score = 4.0 + rng.random() if same else rng.random() * 2
-            sts.append(f"{i}\tg\tf\t2012\t{i}\tnone\tnone\t{s[i]}\t{b}" + ("" if split == "test" else f"\t{score:.3f}"))
-        (root / "STS-B" / f"{split}.tsv").write_text("\n".join(sts) + "\n", encoding="utf-8")
-        qqp = ["id\tqid1\tqid2\tquestion1\tquestion2\tis_duplicate"] + [
-            f"{i}\t1\t2\t{s[i]}\t{s[i + 1]}\t{i % 2}" for i in range(n)] + ["broken\tline"]
-        if split == "test":
-            qqp = ["id\tquestion1\tquestion2"] + [f"{i}\t{s[i]}\t{s[i + 1]}" for i in range(n)]
-        (root / "QQP" / f"{split}.tsv").write_text("\n".join(qqp) + "\n", encoding="utf-8")
-    return root
 
 
 def test_split_reads_each_tasks_columns(ckpt, tmp_path):

@@ -232,7 +232,7 @@ def test_bf16_with_chunks_on_two_gloo_ranks(tiny_data, tmp_path):
     """--bf16 with chunks and negatives gathered across 2 torchrun ranks (the vectors cross the
     ranks in bfloat16): one 2-rank job trains, every update over both ranks' sentences."""
     from harness.runs import logged
-    from test_distributed_faults import torchrun
+    from helpers import torchrun
 
     args = train_args(tiny_data, tmp_path / "save", "--bf16", "--distributed-backend", "gloo",
                       "--ddp-backend", "legacy_ddp", "--contrastive-chunk-size", "3", max_update=4, batch_size=8)

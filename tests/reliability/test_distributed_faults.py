@@ -12,7 +12,6 @@
 
 import os
 import signal
-import socket
 import time
 
 import pytest
@@ -20,7 +19,7 @@ import torch
 
 from harness import dist_check
 from harness.runs import logged, run_until, torchrun_workers
-from helpers import bin_path, make_binarized, run_cli, synthetic_sentences, train_args
+from helpers import make_binarized, run_cli, synthetic_sentences, torchrun, train_args
 
 SIZES = [(1, 1), (3, 1), (2, 0), (0, 3), (4, 4)]
 CASES = (
@@ -48,17 +47,6 @@ def test_gather_with_unequal_sizes_equals_one_process(gathered, index):
         assert torch.allclose(got["grads"][name], want["grads"][name], rtol=1e-4, atol=1e-6), name
     # the contrastive part is really there: the projection receives gradient
     assert want["grads"]["proj.weight"].abs().sum() > 0
-
-
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def torchrun(args, nproc=2):
-    return [bin_path("torchrun"), "--nproc_per_node", str(nproc), "--master_port",
-            str(_free_port()), *args]
 
 
 @pytest.fixture(scope="module")

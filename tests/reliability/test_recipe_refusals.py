@@ -9,9 +9,8 @@ import shutil
 
 import pytest
 
-from helpers import REPO, make_binarized, run_cli, synthetic_sentences
+from helpers import REPO, make_binarized, run_cli, synthetic_sentences, write_glue
 
-from test_glue import write_glue
 
 EXAMPLES = REPO / "examples"
 
