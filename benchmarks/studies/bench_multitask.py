@@ -1,9 +1,17 @@
 #!/usr/bin/env python
 """Seed 004's Tables 1, 2, 6 and 7 in miniature: dev scores of the multi-task schedules from
-all-MiniLM-L6-v2 on GLUE SST-2, MRPC (the paraphrase task; QQP is not in ../shared) and STS-B.
+all-MiniLM-L6-v2 (or a checkpoint of ours) on GLUE SST-2, MRPC (the paraphrase task; QQP is not in
+../shared) and STS-B.
 
     python benchmarks/studies/bench_multitask.py --glue ../shared/data/glue/glue_data --model MINILM_DIR \\
         --work /tmp/bench-mt --seeds 1 2 3 --limit-train 512 --epochs 2 [--rows fusion average ...]
+    python benchmarks/studies/bench_multitask.py --glue ../shared/data/glue/glue_data \\
+        --checkpoint benchmarks/runs/quality/MLM_only.s1/checkpoint_last.pt \\
+        --tokenizer-from benchmarks/runs/data/prepared/data-bin --work /tmp/bench-mt-small --seeds 1 2 3
+
+The baseline rows are the seed's §4.3 baseline (cosine of the two [CLS] vectors, no heads, no
+training; sentiment n/a, Overall over paraphrase and STS) of the start and of the contrastively
+pre-trained encoder.
 
 Each row is a real fairseq-train run (CPU, small budgets) scored by clear-eval-multitask's code on
 the dev sets (sentiment acc, paraphrase acc, STS Pearson, Overall = their mean); the ensemble row
@@ -63,7 +71,10 @@ def model_args(init):
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--glue", required=True, help="glue_data/ (SST-2, MRPC, STS-B)")
-    p.add_argument("--model", required=True, help="a Hugging Face model directory (all-MiniLM-L6-v2)")
+    start = p.add_mutually_exclusive_group(required=True)
+    start.add_argument("--model", help="a Hugging Face model directory (all-MiniLM-L6-v2)")
+    start.add_argument("--checkpoint", help="a checkpoint of ours (e.g. the quality benchmark's MLM-only encoder)")
+    p.add_argument("--tokenizer-from", help="--checkpoint: the data directory whose dict.txt and tokenizer it uses")
     p.add_argument("--work", required=True, help="work directory")
     p.add_argument("--seeds", type=int, nargs="+", default=[1])
     p.add_argument("--rows", nargs="+", default=list(ROWS), choices=list(ROWS))
@@ -77,9 +88,15 @@ def main():
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
     py = sys.executable
-    model = work / "model"
-    if not (model / "model.pt").is_file():
-        run([py, "-m", "fairseq_clear.cli.import_hf", args.model, model], work / "import.log")
+    if args.checkpoint:
+        if not args.tokenizer_from:
+            p.error("--checkpoint needs --tokenizer-from (the directory with its dict.txt and tokenizer)")
+        model, init = Path(args.tokenizer_from), Path(args.checkpoint)
+    else:
+        model = work / "model"
+        init = model / "model.pt"
+        if not init.is_file():
+            run([py, "-m", "fairseq_clear.cli.import_hf", args.model, model], work / "import.log")
     data = work / "data"
     if not (data / "multitask.json").is_file():
         run([py, "-m", "fairseq_clear.cli.prepare_multitask", "--glue-dir", args.glue, "--paraphrase", "MRPC",
@@ -89,14 +106,22 @@ def main():
     if not (pairs / "pairs.json").is_file():
         run([py, "-m", "fairseq_clear.cli.prepare_pairs", "--train", Path(args.glue) / "MRPC" / "train.tsv",
              "--format", "mrpc", "--negative-pairs", "--data", model, "--out", pairs], work / "pairs.log")
-    init = model / "model.pt"
     margs = model_args(init)
-    from fairseq_clear.evaluation.multitask import evaluate
+    # a small encoder of ours has 64 positions; MiniLM 512 (the seed: 128 tokens)
+    positions = int(margs[margs.index("--max-positions") + 1]) if "--max-positions" in margs else 512
+    tokens = str(min(128, positions))
+    from fairseq_clear.evaluation.multitask import evaluate, evaluate_baseline
 
     common = ["--user-dir", REPO / "fairseq_clear", "--cpu", "--num-workers", "0", "--optimizer", "adam",
               "--lr-scheduler", "fixed", "--batch-size", "16", "--no-epoch-checkpoints", "--log-format", "json",
-              "--log-interval", "20", "--tokens-per-sample", "128", "--sentence-pooling", "cls"]
+              "--log-interval", "20", "--tokens-per-sample", tokens, "--sentence-pooling", "cls"]
     results = {"budget": vars(args), "runs": []}
+
+    def baseline(row, checkpoint, seed):
+        entry = {"row": row, "seed": seed, **evaluate_baseline([str(checkpoint)], str(data), "valid")["rows"][0]}
+        results["runs"].append(entry)
+        print(json.dumps({k: (round(v, 4) if isinstance(v, float) else v) for k, v in entry.items()}), flush=True)
+
     for seed in args.seeds:
         pre = work / f"pretrain-s{seed}"
         if any(ROWS[r][0] for r in args.rows) and not (pre / "checkpoint_last.pt").is_file():
@@ -105,6 +130,10 @@ def main():
                  "--projection-output-activation-fn", "linear", "--finetune-from-model", init, *margs, *common,
                  "--lr", "2e-5", "--max-epoch", args.pretrain_epochs, "--disable-validation", "--seed", seed,
                  "--save-dir", pre], work / f"pretrain-s{seed}.log")
+        if seed == args.seeds[0]:  # no training: the same for every seed
+            baseline("baseline: start, cosine of [CLS]", init, seed)
+        if (pre / "checkpoint_last.pt").is_file():
+            baseline("baseline: pre-trained, cosine of [CLS]", pre / "checkpoint_last.pt", seed)
         for row in args.rows:
             pretrain, options = ROWS[row]
             save = work / f"{row.replace('/', '-')}-s{seed}"
@@ -124,19 +153,25 @@ def main():
             ens = evaluate([str(s) for s in singles], str(data), "valid", "per-task", "valid")["ensemble"]
             results["runs"].append({"row": "ensemble (single-task, per-task)", "seed": seed, **ens})
             print(json.dumps({"row": "ensemble", "seed": seed, "overall": ens["overall"]}), flush=True)
+    summarise(results, Path(args.out), Path(args.checkpoint or args.model).name, len(args.seeds))
+
+
+def summarise(results, out, start_name, seeds):
+    """Mean and std over seeds per row (None cells, e.g. a baseline's sentiment, left out), the
+    table printed, the JSON and a 4-panel plot written."""
     summary = {}
     for entry in results["runs"]:
         for key in ("overall", "sentiment_acc", "paraphrase_acc", "sts_pearson"):
-            if key in entry:
+            if entry.get(key) is not None:
                 summary.setdefault(entry["row"], {}).setdefault(key, []).append(entry[key])
     results["summary"] = {row: {k: {"mean": float(np.mean(v)), "std": float(np.std(v)), "n": len(v)}
                                 for k, v in cols.items()} for row, cols in summary.items()}
-    print(f"{'row':<36} {'Overall':>8} {'Sent.':>8} {'Para.':>8} {'STS r':>8}  (dev, mean over seeds)")
+    print(f"{'row':<40} {'Overall':>8} {'Sent.':>8} {'Para.':>8} {'STS r':>8}  (dev, mean over seeds)")
     for row, cols in results["summary"].items():
         cells = [cols.get(k, {}).get("mean", float("nan")) for k in ("overall", "sentiment_acc", "paraphrase_acc", "sts_pearson")]
-        print(f"{row:<36} " + " ".join(f"{c:8.3f}" for c in cells))
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    with open(args.out, "w", encoding="utf-8") as f:
+        print(f"{row:<40} " + " ".join(f"{c:8.3f}" for c in cells))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out, "w", encoding="utf-8") as f:
         json.dump(results, f, indent=2)
     try:
         import matplotlib
@@ -145,13 +180,17 @@ def main():
         import matplotlib.pyplot as plt
 
         rows = list(results["summary"])
-        means = [results["summary"][r]["overall"]["mean"] for r in rows]
-        stds = [results["summary"][r]["overall"]["std"] for r in rows]
-        fig, ax = plt.subplots(figsize=(8, 0.4 * len(rows) + 1))
-        ax.barh(rows, means, xerr=stds)
-        ax.set_xlabel("dev Overall (mean of sentiment acc, paraphrase acc, STS Pearson)")
+        keys = [("overall", "Overall (baselines: para. and STS only)"), ("sentiment_acc", "sentiment acc"),
+                ("paraphrase_acc", "paraphrase acc"), ("sts_pearson", "STS Pearson")]
+        fig, axes = plt.subplots(1, 4, figsize=(16, 0.35 * len(rows) + 1.5), sharey=True)
+        for ax, (key, label) in zip(axes, keys):
+            cells = [results["summary"][r].get(key) for r in rows]
+            ax.barh(rows, [c["mean"] if c else 0 for c in cells], xerr=[c["std"] if c else 0 for c in cells])
+            ax.set_xlabel(f"dev {label}")
+        axes[0].invert_yaxis()  # the shared y axis: rows top-down in table order
+        fig.suptitle(f"seed 004 in miniature ({start_name}; mean ± std over {seeds} seeds)")
         fig.tight_layout()
-        fig.savefig(Path(args.out).with_suffix(".png"))
+        fig.savefig(out.with_suffix(".png"))
     except ImportError:
         pass
 

@@ -1,5 +1,6 @@
 """Smoke tests of the benchmark harness (benchmarks/) at tiny size; no timings are asserted."""
 
+import argparse
 import importlib
 import json
 import sys
@@ -376,3 +377,51 @@ def test_bench_senteval_reads_its_rows_and_says_which_claims_hold(monkeypatch, t
     assert bench.parse_run("x=a/b.pt:d") == ("x", (bench.Path("a/b.pt"), bench.Path("d")))
     bench.plot(rows, tmp_path / "p.png")
     assert (tmp_path / "p.png").stat().st_size > 0
+
+
+def test_multitask_benchmark_rows_are_the_task_s_schedules_and_its_summary_skips_na(monkeypatch, tmp_path):
+    """bench_multitask's rows name real --schedule choices; the summary is the mean/std over seeds with a
+    baseline's n/a sentiment left out (not averaged as 0), and the table is plotted."""
+    bench = bench_module("bench_multitask", monkeypatch, tmp_path)
+    from fairseq_clear.data.multitask_dataset import SCHEDULES
+
+    schedules = {opts[opts.index("--schedule") + 1] for _, opts in bench.ROWS.values() if "--schedule" in opts}
+    assert schedules <= set(SCHEDULES) and {"fusion", "average", "round-robin-batch"} <= schedules
+    runs = [{"row": "fusion", "seed": s, "overall": o, "sentiment_acc": 0.5, "paraphrase_acc": 0.7, "sts_pearson": 0.6}
+            for s, o in ((1, 0.6), (2, 0.8))]
+    runs.append({"row": "baseline: start, cosine of [CLS]", "seed": 1, "overall": 0.5, "sentiment_acc": None,
+                 "paraphrase_acc": 0.6, "sts_pearson": 0.4})
+    out = tmp_path / "mt.json"
+    bench.summarise({"runs": runs}, out, "start", 2)
+    summary = json.loads(out.read_text())["summary"]
+    assert summary["fusion"]["overall"]["n"] == 2
+    assert summary["fusion"]["overall"]["mean"] == pytest.approx(0.7)
+    assert summary["fusion"]["overall"]["std"] == pytest.approx(0.1)
+    assert "sentiment_acc" not in summary["baseline: start, cosine of [CLS]"]
+    assert out.with_suffix(".png").stat().st_size > 0
+
+
+def test_negatives_quality_benchmark_reads_sizes_counts_and_summarises(monkeypatch, tmp_path):
+    """bench_negatives_quality: the STS avg per size from clear-eval-sts's JSON layout, the masked counts
+    summed and the last wall time from a json training log, and a summary per row and size with its plot."""
+    bench = bench_module("bench_negatives_quality", monkeypatch, tmp_path)
+    sts = {"models": {"checkpoint_last": {"mean": {"table": {"STS-B": 80.0, "Avg": 79.0}},
+                                          "mean@64": {"table": {"STS-B": 76.0, "Avg": 75.5}}}}}
+    assert bench.averages(sts) == {bench.FULL: 79.0, 64: 75.5}
+    assert bench.full_table(sts)["STS-B"] == 80.0
+    log = tmp_path / "train.log"
+    log.write_text('2026 | INFO | train_inner | {"num_updates": "1", "dup_masked": "3", "guide_masked": "10.5", '
+                   '"wall": "4"}\n2026 | INFO | fairseq_cli.train | begin\n'
+                   '2026 | INFO | train_inner | {"num_updates": "2", "dup_masked": "2", "wall": "9"}\n')
+    assert bench.log_stats(log) == {"dup_masked": 5.0, "guide_masked": 10.5, "train_seconds": 9.0}
+    sizes = (bench.FULL, *bench.SIZES)
+    runs = [{"row": row, "seed": seed, "avg": {d: base + seed - d / 100 for d in sizes}}
+            for row, base in (("plain", 80.0), ("matryoshka", 81.0)) for seed in (1, 2)]
+    runs += [{"row": f"trained-at-{d}", "seed": 1, "avg": {d: 70.0}} for d in bench.SIZES]
+    out = tmp_path / "nq.json"
+    bench.summarise({"runs": runs, "start": {d: 78.0 for d in sizes}},
+                    argparse.Namespace(out=str(out), seeds=[1, 2]))
+    summary = json.loads(out.read_text())["summary"]
+    assert summary["plain"][str(bench.FULL)]["mean"] == pytest.approx(80.0 + 1.5 - bench.FULL / 100)
+    assert summary["matryoshka"]["32"]["std"] == pytest.approx(0.5) and summary["trained-at-64"]["64"]["n"] == 1
+    assert out.with_suffix(".png").stat().st_size > 0
