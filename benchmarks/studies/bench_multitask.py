@@ -25,7 +25,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -58,6 +57,15 @@ def run(cmd, log):
         raise SystemExit(f"failed ({proc.returncode}): {' '.join(map(str, cmd))}; see {log}")
 
 
+def train_seconds(log):
+    """The run's wall-clock seconds at its last logged update or validation (fairseq's json log)."""
+    wall = None
+    for line in Path(log).read_text().splitlines() if Path(log).is_file() else []:
+        if "| train_inner |" in line or "| train |" in line:
+            wall = json.loads(line.split(" | ", 3)[3]).get("wall", wall)
+    return float(wall) if wall is not None else None
+
+
 def fairseq_train():
     return str(Path(sys.executable).parent / "fairseq-train")
 
@@ -83,6 +91,8 @@ def main():
     p.add_argument("--epochs", type=int, default=2, help="fine-tuning epochs (seed: 10)")
     p.add_argument("--pretrain-epochs", type=int, default=1, help="contrastive pre-training epochs (seed: 5)")
     p.add_argument("--lr", default="2e-5", help="fine-tuning lr (seed: 1e-5; small budgets need more)")
+    p.add_argument("--existing-only", action="store_true",
+                   help="train nothing: summarise the runs already in --work (several invocations, one table)")
     p.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "multitask.json"))
     args = p.parse_args()
     work = Path(args.work)
@@ -118,13 +128,17 @@ def main():
     results = {"budget": vars(args), "runs": []}
 
     def baseline(row, checkpoint, seed):
-        entry = {"row": row, "seed": seed, **evaluate_baseline([str(checkpoint)], str(data), "valid")["rows"][0]}
+        scored = Path(checkpoint).with_suffix(".cosine.json")  # scored once, beside the checkpoint
+        if not scored.is_file():
+            scored.write_text(json.dumps(evaluate_baseline([str(checkpoint)], str(data), "valid")["rows"][0]))
+        entry = {"row": row, "seed": seed, **json.loads(scored.read_text())}
         results["runs"].append(entry)
         print(json.dumps({k: (round(v, 4) if isinstance(v, float) else v) for k, v in entry.items()}), flush=True)
 
     for seed in args.seeds:
         pre = work / f"pretrain-s{seed}"
-        if any(ROWS[r][0] for r in args.rows) and not (pre / "checkpoint_last.pt").is_file():
+        if (any(ROWS[r][0] for r in args.rows) and not (pre / "checkpoint_last.pt").is_file()
+                and not args.existing_only):
             run([fairseq_train(), pairs, "--task", "contrastive_pairs", "--negative-pairs", "--criterion", "clear",
                  "--loss-form", "simcse", "--temperature", "0.05", "--projection-layers", "2",
                  "--projection-output-activation-fn", "linear", "--finetune-from-model", init, *margs, *common,
@@ -137,15 +151,19 @@ def main():
         for row in args.rows:
             pretrain, options = ROWS[row]
             save = work / f"{row.replace('/', '-')}-s{seed}"
-            start = time.time()
+            if not (save / "checkpoint_best.pt").is_file() and args.existing_only:
+                continue
             if not (save / "checkpoint_best.pt").is_file():
                 run([fairseq_train(), data, "--task", "multitask", "--criterion", "multitask", *options,
                      "--finetune-from-model", pre / "checkpoint_last.pt" if pretrain else init, *margs, *common,
                      "--lr", args.lr, "--max-epoch", args.epochs, "--seed", seed, "--save-dir", save,
                      "--best-checkpoint-metric", "overall", "--maximize-best-checkpoint-metric"],
                     work / f"{save.name}.log")
-            result = evaluate([str(save / "checkpoint_best.pt")], str(data), "valid")
-            entry = {"row": row, "seed": seed, "seconds": round(time.time() - start, 1), **result["rows"][0]}
+            scored = save / "dev.json"  # scored once: a later invocation reads it
+            if not scored.is_file():
+                scored.write_text(json.dumps(evaluate([str(save / "checkpoint_best.pt")], str(data), "valid")["rows"][0]))
+            entry = {"row": row, "seed": seed, "train_seconds": train_seconds(work / f"{save.name}.log"),
+                     **json.loads(scored.read_text())}
             results["runs"].append(entry)
             print(json.dumps({k: (round(v, 4) if isinstance(v, float) else v) for k, v in entry.items()}), flush=True)
         singles = [work / f"single-{t}-s{seed}" / "checkpoint_best.pt" for t in ("sentiment", "paraphrase", "sts")]

@@ -148,18 +148,22 @@ def evaluate(checkpoints: Sequence[str], data: str, split: str = "valid", ensemb
 
 
 def combine(predictions: List[dict], ensemble: str, selection: List[dict]):
-    """(the ensemble's {task: {"scores", "labels"}}, {task: index of the chosen checkpoint} for per-task)."""
-    tasks = [t for t in TASK_NAMES if all(t in p for p in predictions)]
+    """(the ensemble's {task: {"scores", "labels"}}, {task: index of the chosen checkpoint} for per-task).
+
+    Each task comes from the checkpoints that have its head, so single-task models ensemble into
+    one row (the seed's best model per task)."""
+    tasks = [t for t in TASK_NAMES if any(t in p for p in predictions)]
     if not tasks:
-        raise MultitaskEvalError("the checkpoints share no task head")
+        raise MultitaskEvalError("the checkpoints have no task head")
     out, chosen = {}, {}
     for t in tasks:
-        labels = predictions[0][t]["labels"]
+        having = [i for i, p in enumerate(predictions) if t in p]
+        labels = predictions[having[0]][t]["labels"]
         if ensemble == "average":
-            out[t] = {"scores": np.mean([p[t]["scores"] for p in predictions], axis=0), "labels": labels}
+            out[t] = {"scores": np.mean([predictions[i][t]["scores"] for i in having], axis=0), "labels": labels}
             continue
-        scores = [s[t] for s in selection]
-        best = int(np.nanargmax(scores)) if not all(np.isnan(scores)) else 0
+        scores = [selection[i][t] for i in having]
+        best = having[int(np.nanargmax(scores))] if not all(np.isnan(scores)) else having[0]
         chosen[t] = best
         out[t] = predictions[best][t]
     return out, chosen
