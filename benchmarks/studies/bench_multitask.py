@@ -174,6 +174,45 @@ def main():
     summarise(results, Path(args.out), Path(args.checkpoint or args.model).name, len(args.seeds))
 
 
+#: the seed's orderings (Tables 1, 2, 6, 7): (claim, higher row, lower row, metric)
+CLAIMS = [
+    ("Table 1: fusion > supervised-first", "fusion", "supervised-first", "overall"),
+    ("Table 1: supervised-first > contrastive-first", "supervised-first", "contrastive-first", "overall"),
+    ("Table 1: fusion > the start's cosine baseline (paraphrase and STS only)", "fusion",
+     "baseline: start, cosine of [CLS]", "para_sts"),
+    ("Table 2: contrastive pre-training helps the average loss", "pretrain/average", "no-pretrain/average",
+     "overall"),
+    ("Table 2: the ensemble > the average-loss model", "ensemble (single-task, per-task)", "pretrain/average",
+     "overall"),
+    ("Table 2: single-task training helps paraphrase", "single/paraphrase", "pretrain/average", "paraphrase_acc"),
+    ("Table 2: single-task training does not help sentiment", "pretrain/average", "single/sentiment",
+     "sentiment_acc"),
+    ("Table 2: single-task training does not help STS", "pretrain/average", "single/sts", "sts_pearson"),
+    ("Table 6: average > round-robin by batch", "pretrain/average", "pretrain/round-robin-batch", "overall"),
+    ("Table 6: average > round-robin by epoch", "pretrain/average", "pretrain/round-robin-epoch", "overall"),
+    ("Table 7: average > PCGrad", "pretrain/average", "pretrain/pcgrad", "overall"),
+]
+
+
+def observations(summary):
+    """{claim: holds, difference of the means, the larger of the two rows' std over seeds} for the
+    seed's orderings whose rows ran. 'para_sts' = the mean of paraphrase acc and STS Pearson (the
+    metrics a cosine baseline has)."""
+    def cell(row, metric):
+        cols = summary[row]
+        if metric == "para_sts":
+            return ((cols["paraphrase_acc"]["mean"] + cols["sts_pearson"]["mean"]) / 2,
+                    max(cols["paraphrase_acc"]["std"], cols["sts_pearson"]["std"]))
+        return cols[metric]["mean"], cols[metric]["std"]
+
+    out = {}
+    for claim, high, low, metric in CLAIMS:
+        if high in summary and low in summary:
+            (a, sa), (b, sb) = cell(high, metric), cell(low, metric)
+            out[claim] = {"holds": bool(a > b), "difference": a - b, "std": max(sa, sb)}
+    return out
+
+
 def summarise(results, out, start_name, seeds):
     """Mean and std over seeds per row (None cells, e.g. a baseline's sentiment, left out), the
     table printed, the JSON and a 4-panel plot written."""
@@ -188,6 +227,10 @@ def summarise(results, out, start_name, seeds):
     for row, cols in results["summary"].items():
         cells = [cols.get(k, {}).get("mean", float("nan")) for k in ("overall", "sentiment_acc", "paraphrase_acc", "sts_pearson")]
         print(f"{row:<40} " + " ".join(f"{c:8.3f}" for c in cells))
+    results["observations"] = observations(results["summary"])
+    for claim, o in results["observations"].items():
+        print(f"{'holds' if o['holds'] else 'does not hold'}: {claim} ({o['difference']:+.3f}, "
+              f"seeds' std {o['std']:.3f})")
     out.parent.mkdir(parents=True, exist_ok=True)
     with open(out, "w", encoding="utf-8") as f:
         json.dump(results, f, indent=2)

@@ -187,6 +187,24 @@ def fairseq_train():
     return str(Path(sys.executable).parent / "fairseq-train")
 
 
+def observations(summary):
+    """{claim: holds, difference of the means (STS avg points), the larger std over seeds} for the
+    comparisons the issue asks about, where both rows ran."""
+    claims = [(f"{row} > plain", row, "plain", FULL) for row in ("mask-duplicates", "guide", "mined-negative")]
+    claims.append(("mined > random hard negatives", "mined-negative", "random-negative", FULL))
+    claims.append(("matryoshka at full size >= plain", "matryoshka", "plain", FULL))
+    for d in SIZES:
+        claims.append((f"matryoshka > plain, truncated to {d}", "matryoshka", "plain", d))
+        claims.append((f"matryoshka at {d} >= the model trained at {d}", "matryoshka", f"trained-at-{d}", d))
+    out = {}
+    for claim, high, low, size in claims:
+        a, b = summary.get(high, {}).get(str(size)), summary.get(low, {}).get(str(size))
+        if a and b:
+            out[claim] = {"holds": bool(a["mean"] >= b["mean"] if ">=" in claim else a["mean"] > b["mean"]),
+                          "difference": a["mean"] - b["mean"], "std": max(a["std"], b["std"])}
+    return out
+
+
 def summarise(results, args):
     table = {}
     for entry in results["runs"]:
@@ -200,6 +218,10 @@ def summarise(results, args):
     for row, cols in results["summary"].items():
         print(f"{row:<18} " + " ".join(f"{cols[str(s)]['mean']:6.2f} ±{cols[str(s)]['std']:4.2f}" if str(s) in cols
                                         else f"{'':>12}" for s in sizes))
+    results["observations"] = observations(results["summary"])
+    for claim, o in results["observations"].items():
+        print(f"{'holds' if o['holds'] else 'does not hold'}: {claim} ({o['difference']:+.2f}, "
+              f"seeds' std {o['std']:.2f})")
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     with open(args.out, "w", encoding="utf-8") as f:
         json.dump(results, f, indent=2)

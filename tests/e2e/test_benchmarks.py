@@ -399,6 +399,10 @@ def test_multitask_benchmark_rows_are_the_task_s_schedules_and_its_summary_skips
     assert summary["fusion"]["overall"]["std"] == pytest.approx(0.1)
     assert "sentiment_acc" not in summary["baseline: start, cosine of [CLS]"]
     assert out.with_suffix(".png").stat().st_size > 0
+    claims = json.loads(out.read_text())["observations"]  # the seed's orderings whose rows ran
+    assert set(claims) == {"Table 1: fusion > the start's cosine baseline (paraphrase and STS only)"}
+    (claim,) = claims.values()
+    assert claim["holds"] and claim["difference"] == pytest.approx(0.15)  # (0.7 + 0.6) / 2 - (0.6 + 0.4) / 2
 
 
 def test_negatives_quality_benchmark_reads_sizes_counts_and_summarises(monkeypatch, tmp_path):
@@ -424,4 +428,8 @@ def test_negatives_quality_benchmark_reads_sizes_counts_and_summarises(monkeypat
     summary = json.loads(out.read_text())["summary"]
     assert summary["plain"][str(bench.FULL)]["mean"] == pytest.approx(80.0 + 1.5 - bench.FULL / 100)
     assert summary["matryoshka"]["32"]["std"] == pytest.approx(0.5) and summary["trained-at-64"]["64"]["n"] == 1
+    claims = json.loads(out.read_text())["observations"]
+    assert claims["matryoshka > plain, truncated to 32"]["holds"]  # 81 vs 80 at every size
+    assert claims["matryoshka at 64 >= the model trained at 64"]["difference"] == pytest.approx(81.0 + 1.5 - 0.64 - 70.0)
+    assert "mined > random hard negatives" not in claims  # neither row ran
     assert out.with_suffix(".png").stat().st_size > 0
