@@ -57,6 +57,16 @@ def run(cmd, log):
         raise SystemExit(f"failed ({proc.returncode}): {' '.join(map(str, cmd))}; see {log}")
 
 
+def majority(data):
+    """The accuracy of always answering the most frequent dev label (sentiment, paraphrase): the floor
+    a classification head must beat."""
+    out = {}
+    for task in ("sentiment", "paraphrase"):
+        labels = (Path(data) / task / "label" / "valid.label").read_text().split()
+        out[f"{task}_acc"] = max(labels.count(v) for v in set(labels)) / len(labels)
+    return out
+
+
 def train_seconds(log):
     """The run's wall-clock seconds at its last logged update or validation (fairseq's json log)."""
     wall = None
@@ -135,6 +145,7 @@ def main():
         results["runs"].append(entry)
         print(json.dumps({k: (round(v, 4) if isinstance(v, float) else v) for k, v in entry.items()}), flush=True)
 
+    results["runs"].append({"row": "majority class of the dev labels", "seed": None, **majority(data)})
     for seed in args.seeds:
         pre = work / f"pretrain-s{seed}"
         if (any(ROWS[r][0] for r in args.rows) and not (pre / "checkpoint_last.pt").is_file()

@@ -380,13 +380,18 @@ def test_bench_senteval_reads_its_rows_and_says_which_claims_hold(monkeypatch, t
 
 
 def test_multitask_benchmark_rows_are_the_task_s_schedules_and_its_summary_skips_na(monkeypatch, tmp_path):
-    """bench_multitask's rows name real --schedule choices; the summary is the mean/std over seeds with a
+    """bench_multitask's rows name real --schedule choices; the majority-class floor is read from the dev
+    labels; the summary is the mean/std over seeds with a
     baseline's n/a sentiment left out (not averaged as 0), and the table is plotted."""
     bench = bench_module("bench_multitask", monkeypatch, tmp_path)
     from fairseq_clear.data.multitask_dataset import SCHEDULES
 
     schedules = {opts[opts.index("--schedule") + 1] for _, opts in bench.ROWS.values() if "--schedule" in opts}
     assert schedules <= set(SCHEDULES) and {"fusion", "average", "round-robin-batch"} <= schedules
+    for task, labels in (("sentiment", "1 0 1 1"), ("paraphrase", "0 0 1 0 0")):
+        (tmp_path / "data" / task / "label").mkdir(parents=True)
+        (tmp_path / "data" / task / "label" / "valid.label").write_text(labels.replace(" ", "\n") + "\n")
+    assert bench.majority(tmp_path / "data") == {"sentiment_acc": 0.75, "paraphrase_acc": 0.8}
     runs = [{"row": "fusion", "seed": s, "overall": o, "sentiment_acc": 0.5, "paraphrase_acc": 0.7, "sts_pearson": 0.6}
             for s, o in ((1, 0.6), (2, 0.8))]
     runs.append({"row": "baseline: start, cosine of [CLS]", "seed": 1, "overall": 0.5, "sentiment_acc": None,
