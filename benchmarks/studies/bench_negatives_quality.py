@@ -235,12 +235,16 @@ def summarise(results, args):
     fig, (left, right) = plt.subplots(1, 2, figsize=(13, 4.5))
     s = results["summary"]
     options = [r for r in ("plain", "mask-duplicates", "guide", "random-negative", "mined-negative") if r in s]
-    left.barh(options, [s[r]["384"]["mean"] for r in options], xerr=[s[r]["384"]["std"] for r in options])
-    left.axvline(results["start"][384], color="grey", ls="--", label="start (all-MiniLM-L6-v2)")
-    left.set_xlim(min(s[r]["384"]["mean"] for r in options) - 3, max(s[r]["384"]["mean"] for r in options) + 2)
-    left.invert_yaxis()
-    left.set_xlabel("STS avg (Spearman x100), full size")
-    left.legend(loc="lower right")
+    if options:  # --rows may hold only the Matryoshka rows
+        full = [s[r][str(FULL)] for r in options]
+        left.barh(options, [c["mean"] for c in full], xerr=[c["std"] for c in full])
+        left.axvline(results["start"][FULL], color="grey", ls="--", label="start (all-MiniLM-L6-v2)")
+        left.set_xlim(min(c["mean"] for c in full) - 3, max(c["mean"] for c in full) + 2)
+        left.invert_yaxis()
+        left.set_xlabel("STS avg (Spearman x100), full size")
+        left.legend(loc="lower right")
+    else:
+        left.axis("off")
     for row, style in (("plain", "o-"), ("matryoshka", "s-")):
         if row in s:
             right.errorbar(sizes, [s[row][str(d)]["mean"] for d in sizes], [s[row][str(d)]["std"] for d in sizes],

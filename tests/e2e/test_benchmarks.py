@@ -437,4 +437,8 @@ def test_negatives_quality_benchmark_reads_sizes_counts_and_summarises(monkeypat
     assert claims["matryoshka > plain, truncated to 32"]["holds"]  # 81 vs 80 at every size
     assert claims["matryoshka at 64 >= the model trained at 64"]["difference"] == pytest.approx(81.0 + 1.5 - 0.64 - 70.0)
     assert "mined > random hard negatives" not in claims  # neither row ran
+    only = tmp_path / "matryoshka_only.json"  # --rows without the negatives rows: the plot has no bars
+    bench.summarise({"runs": [r for r in runs if r["row"] != "plain"], "start": {d: 78.0 for d in sizes}},
+                    argparse.Namespace(out=str(only), seeds=[1, 2]))
+    assert only.with_suffix(".png").stat().st_size > 0
     assert out.with_suffix(".png").stat().st_size > 0
