@@ -23,7 +23,6 @@ with matplotlib, benchmarks/results/multitask.png. Numbers are this machine's: n
 import argparse
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -31,6 +30,10 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
+import common  # noqa: E402  (benchmarks/common.py)
+
+FAIRSEQ_TRAIN = common.bin_path("fairseq-train")
 
 #: row -> (contrastive pre-training first, fairseq-train task options)
 ROWS = {
@@ -49,12 +52,8 @@ ROWS = {
 
 
 def run(cmd, log):
-    env = dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "2"),
-               PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    with open(log, "w") as f:
-        proc = subprocess.run([str(c) for c in cmd], stdout=f, stderr=subprocess.STDOUT, env=env)
-    if proc.returncode:
-        raise SystemExit(f"failed ({proc.returncode}): {' '.join(map(str, cmd))}; see {log}")
+    """A child (the console scripts of this interpreter, in the repository) with its output in ``log``."""
+    common.run(cmd, log, threads=int(os.environ.get("OMP_NUM_THREADS", "2")))
 
 
 def majority(data):
@@ -74,10 +73,6 @@ def train_seconds(log):
         if "| train_inner |" in line or "| train |" in line:
             wall = json.loads(line.split(" | ", 3)[3]).get("wall", wall)
     return float(wall) if wall is not None else None
-
-
-def fairseq_train():
-    return str(Path(sys.executable).parent / "fairseq-train")
 
 
 def model_args(init):
@@ -105,6 +100,9 @@ def main():
                    help="train nothing: summarise the runs already in --work (several invocations, one table)")
     p.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "multitask.json"))
     args = p.parse_args()
+    for name in ('glue', 'model', 'work', 'checkpoint', 'tokenizer_from', 'out'):  # the children run in the repository
+        if getattr(args, name):
+            setattr(args, name, os.path.abspath(getattr(args, name)))
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
     py = sys.executable
@@ -132,7 +130,7 @@ def main():
     tokens = str(min(128, positions))
     from fairseq_clear.evaluation.multitask import evaluate, evaluate_baseline
 
-    common = ["--user-dir", REPO / "fairseq_clear", "--cpu", "--num-workers", "0", "--optimizer", "adam",
+    train_options = ["--user-dir", REPO / "fairseq_clear", "--cpu", "--num-workers", "0", "--optimizer", "adam",
               "--lr-scheduler", "fixed", "--batch-size", "16", "--no-epoch-checkpoints", "--log-format", "json",
               "--log-interval", "20", "--tokens-per-sample", tokens, "--sentence-pooling", "cls"]
     results = {"budget": vars(args), "runs": []}
@@ -150,9 +148,9 @@ def main():
         pre = work / f"pretrain-s{seed}"
         if (any(ROWS[r][0] for r in args.rows) and not (pre / "checkpoint_last.pt").is_file()
                 and not args.existing_only):
-            run([fairseq_train(), pairs, "--task", "contrastive_pairs", "--negative-pairs", "--criterion", "clear",
+            run([FAIRSEQ_TRAIN, pairs, "--task", "contrastive_pairs", "--negative-pairs", "--criterion", "clear",
                  "--loss-form", "simcse", "--temperature", "0.05", "--projection-layers", "2",
-                 "--projection-output-activation-fn", "linear", "--finetune-from-model", init, *margs, *common,
+                 "--projection-output-activation-fn", "linear", "--finetune-from-model", init, *margs, *train_options,
                  "--lr", "2e-5", "--max-epoch", args.pretrain_epochs, "--disable-validation", "--seed", seed,
                  "--save-dir", pre], work / f"pretrain-s{seed}.log")
         if seed == args.seeds[0]:  # no training: the same for every seed
@@ -165,8 +163,8 @@ def main():
             if not (save / "checkpoint_best.pt").is_file() and args.existing_only:
                 continue
             if not (save / "checkpoint_best.pt").is_file():
-                run([fairseq_train(), data, "--task", "multitask", "--criterion", "multitask", *options,
-                     "--finetune-from-model", pre / "checkpoint_last.pt" if pretrain else init, *margs, *common,
+                run([FAIRSEQ_TRAIN, data, "--task", "multitask", "--criterion", "multitask", *options,
+                     "--finetune-from-model", pre / "checkpoint_last.pt" if pretrain else init, *margs, *train_options,
                      "--lr", args.lr, "--max-epoch", args.epochs, "--seed", seed, "--save-dir", save,
                      "--best-checkpoint-metric", "overall", "--maximize-best-checkpoint-metric"],
                     work / f"{save.name}.log")

@@ -30,7 +30,6 @@ import csv
 import json
 import os
 import random
-import subprocess
 import sys
 from pathlib import Path
 
@@ -38,6 +37,10 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
+import common  # noqa: E402  (benchmarks/common.py)
+
+FAIRSEQ_TRAIN = common.bin_path("fairseq-train")
 
 FULL, SIZES = 384, (256, 128, 64, 32)  # all-MiniLM-L6-v2 is 384 wide
 #: row -> (data: pairs | random | mined, extra fairseq-train options)
@@ -54,13 +57,8 @@ TASKS = "STS13,STS16,STS-B,SICK-R"  # SICK-R and STS-B in domain, STS13/16 not; 
 
 
 def run(cmd, log):
-    env = dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "2"),
-               PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""),
-               PATH=str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""))
-    with open(log, "w") as f:
-        proc = subprocess.run([str(c) for c in cmd], stdout=f, stderr=subprocess.STDOUT, env=env)
-    if proc.returncode:
-        raise SystemExit(f"failed ({proc.returncode}): {' '.join(map(str, cmd))}; see {log}")
+    """A child (the console scripts of this interpreter, in the repository) with its output in ``log``."""
+    common.run(cmd, log, threads=int(os.environ.get("OMP_NUM_THREADS", "2")))
 
 
 def write_csv(path, rows, header):
@@ -113,6 +111,9 @@ def main():
     p.add_argument("--epochs", type=int, default=1, help="passes over the pairs (SimCSE: 3)")
     p.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "negatives_quality.json"))
     args = p.parse_args()
+    for name in ('model', 'sts_dir', 'work', 'out'):  # the children run in the repository
+        if getattr(args, name):
+            setattr(args, name, os.path.abspath(getattr(args, name)))
     py = sys.executable
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
@@ -152,7 +153,7 @@ def main():
 
     margs = model_args(str(init))
     updates = max(1, args.epochs * len(mined) // 64)
-    common = ["--user-dir", REPO / "fairseq_clear", "--task", "contrastive_pairs", "--tokens-per-sample", "32",
+    train_options = ["--user-dir", REPO / "fairseq_clear", "--task", "contrastive_pairs", "--tokens-per-sample", "32",
               "--criterion", "clear", "--loss-form", "simcse", "--temperature", "0.05", "--hard-negative-weight", "0",
               "--sentence-pooling", "mean", "--projection-layers", "0", "--finetune-from-model", init, *margs,
               "--optimizer", "adam", "--adam-betas", "(0.9,0.999)", "--lr", "5e-5", "--lr-scheduler",
@@ -171,7 +172,7 @@ def main():
             data, options = ROWS[row]
             save = work / f"{row}-s{seed}"
             if not (save / "checkpoint_last.pt").is_file():
-                run([fairseq_train(), bins[data], *common, *[o.format(model=model) for o in options],
+                run([FAIRSEQ_TRAIN, bins[data], *train_options, *[o.format(model=model) for o in options],
                      "--seed", seed, "--save-dir", save], work / f"{save.name}.log")
             out = save / "sts.json"
             result = json.loads(out.read_text()) if out.is_file() else score(
@@ -181,10 +182,6 @@ def main():
             results["runs"].append(entry)
             print(json.dumps(entry), flush=True)
     summarise(results, args)
-
-
-def fairseq_train():
-    return str(Path(sys.executable).parent / "fairseq-train")
 
 
 def observations(summary):
