@@ -67,6 +67,16 @@ def run(cmd, log_path=None, threads=1, check=True, timeout=None, extra_env=None)
     return proc.returncode, seconds, tail
 
 
+def log_records(path, kinds=("train_inner",)):
+    """The json records of a fairseq ``--log-format json`` log whose logger is one of ``kinds``
+    (train_inner: every --log-interval updates; train: an epoch's end; valid), in order."""
+    path = Path(path)
+    for line in path.read_text().splitlines() if path.is_file() else []:
+        parts = line.split(" | ", 3)
+        if len(parts) == 4 and parts[2] in kinds and parts[3].startswith("{"):
+            yield json.loads(parts[3])
+
+
 def run_parallel(jobs, workers: int):
     """Run ``jobs`` (callables) on ``workers`` threads, each a subprocess driver; returns results in order.
 

@@ -69,9 +69,8 @@ def majority(data):
 def train_seconds(log):
     """The run's wall-clock seconds at its last logged update or validation (fairseq's json log)."""
     wall = None
-    for line in Path(log).read_text().splitlines() if Path(log).is_file() else []:
-        if "| train_inner |" in line or "| train |" in line:
-            wall = json.loads(line.split(" | ", 3)[3]).get("wall", wall)
+    for stats in common.log_records(log, ("train_inner", "train")):
+        wall = stats.get("wall", wall)
     return float(wall) if wall is not None else None
 
 

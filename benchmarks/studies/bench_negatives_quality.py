@@ -72,10 +72,7 @@ def log_stats(log):
     """From the run's json log: the dup_masked / guide_masked counts summed over its updates, and the
     wall-clock seconds at its last update (a cached run keeps its own time)."""
     totals = {}
-    for line in Path(log).read_text().splitlines():
-        if "| train_inner |" not in line:
-            continue
-        stats = json.loads(line.split("| train_inner |", 1)[1])
+    for stats in common.log_records(log):
         for key in ("dup_masked", "guide_masked"):
             if key in stats:
                 totals[key] = totals.get(key, 0.0) + float(stats[key])
