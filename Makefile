@@ -1,5 +1,5 @@
-# fairseq-clear: `make demo` (end-to-end CPU run), `make test` (the test suite) and `make test-fast`
-# (its unit tier).
+# fairseq-clear: `make demo` (end-to-end CPU run), `make test` (the test suite, on WORKERS pytest-xdist
+# workers; it prints its wall time) and `make test-fast` (its unit tier).
 # Both set up ./.venv on first use and are safe to run again.
 SHELL := /bin/bash
 PYTHON ?= python3
@@ -9,6 +9,9 @@ STAMP := $(VENV)/.fairseq-clear-installed
 CORPUS ?=
 DEMO_DIR ?= demo
 PYTEST_ARGS ?=
+# pytest-xdist workers of `make test` (tests that need the machine to themselves share one worker:
+# the xdist_group "exclusive"); WORKERS=0 runs in one process
+WORKERS ?= 2
 export NLTK_DATA := $(CURDIR)/nltk_data
 export PYTHONUNBUFFERED := 1
 
@@ -37,18 +40,25 @@ nltk_data/corpora/wordnet/lexnames:
 demo: venv wordnet
 	$(PY) examples/quickstart/demo.py --out $(DEMO_DIR) $(if $(CORPUS),--corpus $(CORPUS))
 
+# one torch thread per worker: the workers share the cores (the commands the tests start use one too)
 test: venv wordnet
-	$(PY) -m pytest -q $(PYTEST_ARGS) tests
+	@start=$$(date +%s); \
+	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(PY) -m pytest -q -n $(WORKERS) --dist loadgroup -m "not bench_smoke" $(PYTEST_ARGS) tests; \
+	rc=$$?; echo "make test: $$(( $$(date +%s) - start )) s of wall time (exit status $$rc)"; exit $$rc
 
-# the fast loop: tests/unit (no subprocess, no training run; under 2 minutes) and the linter
+# the fast loop: tests/unit (no subprocess, no training run) and the linter
 test-fast: venv
-	$(PY) -m pytest -q $(PYTEST_ARGS) tests/unit
+	@start=$$(date +%s); \
+	$(PY) -m pytest -q $(PYTEST_ARGS) tests/unit; \
+	rc=$$?; echo "make test-fast: $$(( $$(date +%s) - start )) s of wall time (exit status $$rc)"; exit $$rc
 
 bench: venv wordnet
 	$(PY) benchmarks/run_all.py
 
+# every section at a small size, then the studies' small runs (tests marked bench_smoke)
 bench-quick: venv wordnet
 	$(PY) benchmarks/run_all.py --quick
+	$(PY) -m pytest -q -m bench_smoke tests/e2e/test_benchmarks.py
 
 clean:
 	rm -rf $(DEMO_DIR) .pytest_cache

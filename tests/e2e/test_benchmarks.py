@@ -171,22 +171,21 @@ def test_quality_result_is_written_as_a_summary(monkeypatch, tmp_path):
     assert out.read_text().count("\n") < 40  # leaf containers on one line
 
 
+@pytest.mark.bench_smoke
 def test_gradcache_benchmark_runs_in_a_small_form(tmp_path):
     """benchmarks/studies/bench_gradcache.py keeps working (tiny model, tiny batch)."""
-    import json
-    import subprocess
-    import sys
+    from helpers import run_captured
 
     out = tmp_path / "gc.json"
-    proc = subprocess.run([sys.executable, str(STUDIES / "bench_gradcache.py"), "--sizes", "8",
-                           "--chunk", "4", "--arch", "clear_roberta_tiny", "--out", str(out)],
-                          capture_output=True, text=True, timeout=600)
+    proc = run_captured([sys.executable, STUDIES / "bench_gradcache.py", "--sizes", "8", "--chunk", "4",
+                         "--arch", "clear_roberta_tiny", "--out", out])
     assert proc.returncode == 0, proc.stderr[-2000:]
     rows = json.loads(out.read_text())["rows"]
     assert {(r["sentences"], r["chunk"]) for r in rows} == {(8, 0), (8, 4)}
     assert all(r["peak_mb"] >= 0 and r["seconds"] > 0 for r in rows)
 
 
+@pytest.mark.bench_smoke
 def test_negatives_benchmark_runs_in_a_small_form(tmp_path):
     """benchmarks/studies/bench_negatives.py keeps working (tiny model, tiny batch): every configuration
     timed, the masking ones masked something."""
@@ -278,6 +277,7 @@ def test_results_are_replaced_only_by_a_complete_file(monkeypatch, tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["r.json"]  # no temporary file left
 
 
+@pytest.mark.bench_smoke
 def test_gpu_benchmark_runs_in_a_small_form_on_cpu(data, tmp_path):
     """benchmarks/studies/bench_gpu.py keeps working without a GPU (toy sizes) and says it ran on CPU."""
     sentences = tmp_path / "s.txt"
@@ -342,6 +342,7 @@ def test_continued_benchmark_parses_the_runs_summary_line(monkeypatch):
         == {"delta": {"STS-B": 1.0, "SICK-R": -0.5}, "helps": ["STS-B"], "hurts": ["SICK-R"]}
 
 
+@pytest.mark.bench_smoke
 def test_continued_benchmark_runs_in_its_quick_form(tmp_path):
     """bench_continued.py --quick from its own MLM-only start: each mode through run.sh, the start and
     the exported model scored, the dev line parsed, the summary JSON and the plot written."""

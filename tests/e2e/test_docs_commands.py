@@ -38,14 +38,13 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
 from embedding_helpers import write_senteval_tree, write_stsb
-from helpers import IN_CI, REPO, synthetic_sentences
+from helpers import IN_CI, REPO, run_cli, synthetic_sentences
 
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 LANGUAGES = ("bash", "sh", "python")
@@ -187,8 +186,7 @@ def test_commands_run(doc, stand_ins, tmp_path, request):
             args = [sys.executable, script.name]
         else:
             args = ["bash", "-e", "-o", "pipefail", "-c", code]
-        proc = subprocess.run(args, cwd=work, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              text=True, timeout=600)
+        proc = run_cli(args, cwd=work, env=env, check=False, timeout=600)
         assert proc.returncode == 0, (
             f"{page_id(doc)}:{line}: the block failed ({proc.returncode}) as run here:\n{code}\n"
             f"--- output (tail) ---\n{proc.stdout[-5000:]}")

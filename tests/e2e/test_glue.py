@@ -2,12 +2,11 @@
 
 import json
 import math
-import subprocess
 
 import numpy as np
 import pytest
 
-from helpers import REPO, bin_path, run_cli, shared, synthetic_sentences, write_glue
+from helpers import REPO, bin_path, run_captured, run_cli, shared, synthetic_sentences, write_glue
 
 from fairseq_clear.evaluation import glue
 
@@ -225,15 +224,13 @@ def test_summarize_never_reports_a_nan_validation(tmp_path):
     record = '2024-01-01 00:00:00 | INFO | valid | {{"epoch": {e}, "valid_pearson_and_spearman": {v}, "valid_num_updates": "{u}"}}\n'
     log.write_text(record.format(e=1, v="NaN", u=10) + record.format(e=2, v="71.5", u=20)
                    + record.format(e=3, v="Infinity", u=30))
-    proc = subprocess.run([bin_path("clear-glue"), "summarize", str(log), "STS-B", "--json", str(tmp_path / "s.json")],
-                          capture_output=True, text=True, timeout=300)
+    proc = run_captured([bin_path("clear-glue"), "summarize", log, "STS-B", "--json", tmp_path / "s.json"])
     assert proc.returncode == 0, proc.stderr
     assert "nan" not in proc.stdout.lower() and "inf" not in proc.stdout.lower(), proc.stdout
     assert "pearson_and_spearman (GLUE metric, best validation): 71.5 (epoch 2, update 20)" in proc.stdout
     summary = json.loads((tmp_path / "s.json").read_text(), parse_constant=lambda c: pytest.fail(f"{c} in the JSON"))
     assert [r["pearson_and_spearman"] for r in summary["validations"]] == [None, 71.5, None]
     log.write_text(record.format(e=1, v="NaN", u=10))
-    proc = subprocess.run([bin_path("clear-glue"), "summarize", str(log), "STS-B"], capture_output=True, text=True,
-                          timeout=300)
+    proc = run_captured([bin_path("clear-glue"), "summarize", log, "STS-B"])
     assert proc.returncode != 0 and proc.stderr.strip().startswith("error:") and str(log) in proc.stderr
     assert "Traceback" not in proc.stderr and "nan" not in proc.stdout.lower()

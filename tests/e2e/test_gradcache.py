@@ -4,7 +4,7 @@ graphs kept (and, without dropout, as encoding the whole batch at once); resumes
 import pytest
 import torch
 
-from helpers import run_cli, train_args
+from helpers import EXCLUSIVE, run_cli, train_args
 
 
 def _setup(tiny_data, *extra):
@@ -243,6 +243,7 @@ def _two_rank_worker(rank, port, data, extra, groups, out):
     dist.destroy_process_group()
 
 
+@EXCLUSIVE
 @pytest.mark.parametrize("extra", [["--contrastive-chunk-size", "5"],
                                    ["--contrastive-chunk-size", "4", "--accumulate-contrastive"]])
 def test_two_gloo_ranks_same_gradient_as_one_process(tiny_data, extra):

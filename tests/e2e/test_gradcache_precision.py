@@ -12,7 +12,7 @@ import json
 import pytest
 import torch
 
-from helpers import run_cli, train_args
+from helpers import EXCLUSIVE, run_cli, train_args
 from test_gradcache import _assert_resume_is_bit_exact, _assert_same, _build, _chunked_with_graph
 
 CHUNK = 16  # 74 views: chunks of 16 do not divide them
@@ -228,6 +228,7 @@ def test_fp16_optimizer_state_carries_the_fp32_master_weights(flat, plugin_run):
     assert all(not m.any() for m in _masters(other))
 
 
+@EXCLUSIVE
 def test_bf16_with_chunks_on_two_gloo_ranks(tiny_data, tmp_path):
     """--bf16 with chunks and negatives gathered across 2 torchrun ranks (the vectors cross the
     ranks in bfloat16): one 2-rank job trains, every update over both ranks' sentences."""

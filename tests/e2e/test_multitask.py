@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from helpers import run_cli
+from helpers import EXCLUSIVE, run_cli
 from multitask_helpers import make_multitask_data, train_args
 
 from fairseq_clear.data.multitask_dataset import CONTRASTIVE, SUPERVISED, chunks, epoch_rows, plan
@@ -318,6 +318,7 @@ def test_fairseq_train_fusion_then_evaluation_matches_sklearn_and_scipy(mt_data,
     assert not math.isnan(row["sts_pearson"])
 
 
+@EXCLUSIVE
 def test_sigkill_mid_epoch_then_same_command_matches_uninterrupted_run(mt_data, tmp_path):
     """The project's resume guarantee with --task multitask (fusion: both objectives, two kinds of update)."""
     import signal

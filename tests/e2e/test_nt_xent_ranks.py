@@ -8,6 +8,10 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from fairseq_clear import distributed, losses
 
+from helpers import EXCLUSIVE
+
+pytestmark = EXCLUSIVE
+
 
 def _free_port():
     with socket.socket() as s:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import REPO, bin_path, run_cli, synthetic_sentences
+from helpers import EXCLUSIVE, REPO, bin_path, run_cli, synthetic_sentences
 
 from fairseq_clear.preprocessing.common import PrepareError, StepMarkers
 from fairseq_clear.preprocessing.pipeline import prepare
@@ -177,6 +177,7 @@ def test_rerun_skips_every_step_and_changed_options_rerun_downstream(prepared, c
     assert changed["splits"]["train"]["sentences"] > first["splits"]["train"]["sentences"]
 
 
+@EXCLUSIVE
 def test_killed_run_resumes_and_matches_an_uninterrupted_run(corpus, prepared, tmp_path):
     """SIGKILL in the middle of encoding; the same command then finishes, skipping finished steps."""
     d, _, _ = corpus

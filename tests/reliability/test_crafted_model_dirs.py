@@ -9,15 +9,13 @@ the file, and no traceback.
 """
 
 import json
-import os
 import shutil
-import subprocess
 
 import pytest
 
 from hf_standins import make_bert
 from embedding_helpers import write_senteval_tree
-from helpers import bin_path
+from helpers import bin_path, run_captured
 
 pytest.importorskip("transformers")
 
@@ -66,8 +64,7 @@ def _damage(model, case) -> str:
 
 
 def _run(args):
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    return subprocess.run([str(a) for a in args], capture_output=True, text=True, timeout=600, env=env)
+    return run_captured(args)
 
 
 def _one_error_line(proc, named):

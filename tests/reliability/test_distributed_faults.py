@@ -19,7 +19,9 @@ import torch
 
 from harness import dist_check
 from harness.runs import logged, run_until, torchrun_workers
-from helpers import make_binarized, run_cli, synthetic_sentences, torchrun, train_args
+from helpers import EXCLUSIVE, make_binarized, run_cli, synthetic_sentences, torchrun, train_args
+
+pytestmark = EXCLUSIVE
 
 SIZES = [(1, 1), (3, 1), (2, 0), (0, 3), (4, 4)]
 CASES = (

@@ -7,15 +7,13 @@ whose vectors are all equal has an undefined Spearman: ``n/a`` in the table with
 """
 
 import json
-import os
 import shutil
-import subprocess
 
 import pytest
 
 from embedding_helpers import write_senteval_tree
 from hf_standins import make_bert
-from helpers import bin_path
+from helpers import bin_path, run_captured
 
 pytest.importorskip("transformers")
 
@@ -37,10 +35,8 @@ def _edited(bert, model, name, fill):
 
 def _eval(model, tmp_path):
     tree = write_senteval_tree(tmp_path / "sts")
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    return subprocess.run([bin_path("clear-eval-sts"), "--model", str(model), "--cpu", "--sts-dir", str(tree),
-                           "--tasks", "STS-B,SICK-R", "--output", str(tmp_path / "o.json")],
-                          capture_output=True, text=True, timeout=600, env=env)
+    return run_captured([bin_path("clear-eval-sts"), "--model", model, "--cpu", "--sts-dir", tree,
+                         "--tasks", "STS-B,SICK-R", "--output", tmp_path / "o.json"])
 
 
 def test_nan_vectors_are_an_error_not_a_table(bert, tmp_path):

@@ -16,6 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from helpers import EXCLUSIVE
+
+pytestmark = EXCLUSIVE
+
 RUNNER = Path(__file__).resolve().parents[1] / "fairseq_suite" / "run.py"
 #: the sdist's files that run without tests/utils.py and touch what the plugin's fixes touch
 #: (checkpoints' task state, the trainer, iterators, fp16/amp optimizers, datasets)

@@ -19,7 +19,7 @@ import torch
 import fairseq_clear  # noqa: F401
 from fairseq_clear.checkpoint_safety import safe_load
 from fairseq_clear.fairseq_fixes import _patching, _version, install, modules, scope, uninstall
-from helpers import USER_DIR, bin_path, run_cli, synthetic_sentences
+from helpers import EXCLUSIVE, USER_DIR, bin_path, run_cli, synthetic_sentences
 
 LM = ["--task", "language_modeling", "--arch", "transformer_lm", "--decoder-layers", "1",
       "--decoder-embed-dim", "32", "--decoder-ffn-embed-dim", "64", "--decoder-attention-heads", "2",
@@ -278,6 +278,7 @@ _WATCHDOG = textwrap.dedent("""
 """)
 
 
+@EXCLUSIVE
 @pytest.mark.parametrize("in_scope", [False, True], ids=["stock-run", "plugin-run"])
 def test_heartbeat_interrupt_that_was_handled_is_not_escalated(in_scope):
     """fairseq's test_timeout_killed scenario: the interrupt is handled and the process carries
@@ -288,6 +289,7 @@ def test_heartbeat_interrupt_that_was_handled_is_not_escalated(in_scope):
     assert "interrupted" in proc.stdout and "carried on" in proc.stdout
 
 
+@EXCLUSIVE
 def test_heartbeat_kills_a_plugin_run_still_blocked_after_the_interrupt():
     proc = subprocess.run([sys.executable, "-c", _WATCHDOG, "blocked", "scope"],
                           capture_output=True, text=True, timeout=120)

@@ -9,17 +9,14 @@ size fails the test (MemoryError, a kill) instead of taking the machine down.
 """
 
 import json
-import os
-import resource
 import shutil
 import struct
-import subprocess
 
 import pytest
 
 from embedding_helpers import write_senteval_tree
 from hf_standins import make_bert
-from helpers import bin_path
+from helpers import bin_path, run_captured
 
 pytest.importorskip("transformers")
 
@@ -27,14 +24,8 @@ pytest.importorskip("transformers")
 MEMORY_CAP = 4 * 2**30
 
 
-def _capped():
-    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_CAP, MEMORY_CAP))
-
-
 def _run(args):
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    return subprocess.run([str(a) for a in args], capture_output=True, text=True, timeout=600, env=env,
-                          preexec_fn=_capped)
+    return run_captured(args, memory_cap=MEMORY_CAP)
 
 
 @pytest.fixture(scope="module")

@@ -7,8 +7,6 @@ here in a process whose address space is capped, so that an unchecked size fails
 with a MemoryError or a kill instead of taking the machine.
 """
 
-import resource
-import subprocess
 import sys
 import textwrap
 
@@ -18,30 +16,18 @@ import torch
 import fairseq_clear  # noqa: F401
 from fairseq_clear.checkpoint_safety import NonFiniteWeightsError, safe_load
 from fairseq_clear.checkpoint_sizes import CheckpointSizeError, check_sizes
-from helpers import bin_path, run_cli, train_args
+from helpers import bin_path, run_captured, train_args
 
 #: the cap of every process here: a tiny model needs far less, a bomb far more
 MEMORY_CAP = 3 * 2**30
 
 
-def _capped():
-    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_CAP, MEMORY_CAP))
-
-
 def _run(args, **kwargs):
-    return subprocess.run([str(a) for a in args], capture_output=True, text=True, timeout=600,
-                          preexec_fn=_capped, **kwargs)
+    return run_captured(args, memory_cap=MEMORY_CAP, **kwargs)
 
 
-@pytest.fixture(scope="module")
-def trained(tiny_data, tmp_path_factory):
-    save = tmp_path_factory.mktemp("trained_sizes")
-    run_cli(train_args(tiny_data, save, max_update=2, batch_size=16))
-    return save / "checkpoint_last.pt"
-
-
-def _edited(trained, out, **model_fields):
-    state = safe_load(trained)
+def _edited(plain_checkpoint, out, **model_fields):
+    state = safe_load(plain_checkpoint)
     for key, value in model_fields.items():  # fairseq-train keeps the model's args as a Namespace
         setattr(state["cfg"]["model"], key, value)
     torch.save(state, out)
@@ -60,10 +46,10 @@ BOMBS = {
 
 
 @pytest.mark.parametrize("bomb", sorted(BOMBS))
-def test_hub_refuses_sizes_its_weights_do_not_have(trained, tiny_data, tmp_path, bomb):
+def test_hub_refuses_sizes_its_weights_do_not_have(plain_checkpoint, tiny_data, tmp_path, bomb):
     model_dir = tmp_path / "model"
     model_dir.mkdir()
-    _edited(trained, model_dir / "model.pt", **BOMBS[bomb])
+    _edited(plain_checkpoint, model_dir / "model.pt", **BOMBS[bomb])
     code = textwrap.dedent(f"""
         from fairseq_clear.models import ClearRobertaModel
         ClearRobertaModel.from_pretrained({str(model_dir)!r}, "model.pt", {str(tiny_data)!r})
@@ -75,8 +61,8 @@ def test_hub_refuses_sizes_its_weights_do_not_have(trained, tiny_data, tmp_path,
     assert "MemoryError" not in proc.stderr and str(model_dir / "model.pt") in proc.stderr
 
 
-def test_clear_embed_refuses_with_one_line(trained, tiny_data, tmp_path):
-    evil = _edited(trained, tmp_path / "evil.pt", max_positions=10**9)
+def test_clear_embed_refuses_with_one_line(plain_checkpoint, tiny_data, tmp_path):
+    evil = _edited(plain_checkpoint, tmp_path / "evil.pt", max_positions=10**9)
     (tmp_path / "in.txt").write_text("a sentence\n")
     proc = _run([bin_path("clear-embed"), "--checkpoint", evil, "--data", tiny_data, "--cpu",
                  "--input", tmp_path / "in.txt", "--output", tmp_path / "out.npy"])
@@ -86,53 +72,53 @@ def test_clear_embed_refuses_with_one_line(trained, tiny_data, tmp_path):
     assert "Traceback" not in proc.stderr
 
 
-def test_glue_model_args_refuses_what_the_recipes_would_build(trained, tmp_path):
-    evil = _edited(trained, tmp_path / "evil.pt", max_positions=10**12)
+def test_glue_model_args_refuses_what_the_recipes_would_build(plain_checkpoint, tmp_path):
+    evil = _edited(plain_checkpoint, tmp_path / "evil.pt", max_positions=10**12)
     proc = _run([bin_path("clear-glue"), "model-args", evil])
     assert proc.returncode != 0 and proc.stdout == ""
     assert "max_positions" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
 
 
-def test_fairseq_train_refuses_to_restore_a_bomb(trained, tiny_data, tmp_path):
-    evil = _edited(trained, tmp_path / "evil.pt", encoder_layers=200)  # under the ceiling: the weights say 2
+def test_fairseq_train_refuses_to_restore_a_bomb(plain_checkpoint, tiny_data, tmp_path):
+    evil = _edited(plain_checkpoint, tmp_path / "evil.pt", encoder_layers=200)  # under the ceiling: the weights say 2
     proc = _run(train_args(tiny_data, tmp_path / "save", "--restore-file", evil, max_update=3))
     assert proc.returncode != 0
     out = proc.stdout + proc.stderr
     assert "CheckpointSizeError" in out and "encoder_layers is 200 but its weights have 2" in out, out[-2000:]
 
 
-def test_a_config_much_larger_than_its_weights_is_refused(trained, tmp_path):
+def test_a_config_much_larger_than_its_weights_is_refused(plain_checkpoint, tmp_path):
     """Without the weights to compare, the model the config describes must fit the file's parameters."""
-    state = safe_load(trained)
+    state = safe_load(plain_checkpoint)
     state["model"] = {k: v for k, v in state["model"].items() if "layers." not in k and "embed_positions" not in k}
     for key, value in dict(encoder_layers=96, encoder_embed_dim=128, encoder_ffn_embed_dim=65536).items():
         setattr(state["cfg"]["model"], key, value)
     with pytest.raises(CheckpointSizeError, match="describes a model of"):
         check_sizes(state, "x.pt")
-    check_sizes(safe_load(trained), "x.pt")  # the real one passes
+    check_sizes(safe_load(plain_checkpoint), "x.pt")  # the real one passes
 
 
-def test_sizes_are_checked_without_reading_the_tensors(trained, monkeypatch):
+def test_sizes_are_checked_without_reading_the_tensors(plain_checkpoint, monkeypatch):
     """The check reads shapes from the mmap'ed file: no tensor data is copied."""
-    state = torch.load(trained, map_location="cpu", weights_only=True, mmap=True)
+    state = torch.load(plain_checkpoint, map_location="cpu", weights_only=True, mmap=True)
     for name, tensor in state["model"].items():
         assert tensor.untyped_storage().nbytes() > 0  # mapped, not materialised by the check below
-    check_sizes(state, str(trained))
+    check_sizes(state, str(plain_checkpoint))
 
 
-def _nan_checkpoint(trained, out):
-    state = safe_load(trained)
+def _nan_checkpoint(plain_checkpoint, out):
+    state = safe_load(plain_checkpoint)
     state["model"]["encoder.sentence_encoder.layers.0.fc1.weight"][0, 0] = float("nan")
     torch.save(state, out)  # a valid file: every CRC-32 matches
     return out
 
 
-def test_nan_weights_are_refused_naming_the_tensor(trained, tiny_data, tmp_path):
+def test_nan_weights_are_refused_naming_the_tensor(plain_checkpoint, tiny_data, tmp_path):
     from fairseq_clear.models import ClearRobertaModel
 
     model_dir = tmp_path / "m"
     model_dir.mkdir()
-    _nan_checkpoint(trained, model_dir / "model.pt")
+    _nan_checkpoint(plain_checkpoint, model_dir / "model.pt")
     with pytest.raises(NonFiniteWeightsError, match=r"layers\.0\.fc1\.weight holds 1 NaN"):
         ClearRobertaModel.from_pretrained(str(model_dir), "model.pt", str(tiny_data))
     # for debugging a diverged run it loads, but no NaN vector is ever handed out
@@ -144,8 +130,8 @@ def test_nan_weights_are_refused_naming_the_tensor(trained, tiny_data, tmp_path)
         hub.embed(["a cat sees the ball", "the dog"])
 
 
-def test_clear_embed_refuses_nan_weights_with_one_line(trained, tiny_data, tmp_path):
-    evil = _nan_checkpoint(trained, tmp_path / "nan.pt")
+def test_clear_embed_refuses_nan_weights_with_one_line(plain_checkpoint, tiny_data, tmp_path):
+    evil = _nan_checkpoint(plain_checkpoint, tmp_path / "nan.pt")
     (tmp_path / "in.txt").write_text("a sentence\n")
     proc = _run([bin_path("clear-embed"), "--checkpoint", evil, "--data", tiny_data, "--cpu",
                  "--input", tmp_path / "in.txt", "--output", tmp_path / "out.npy"])
@@ -155,11 +141,11 @@ def test_clear_embed_refuses_nan_weights_with_one_line(trained, tiny_data, tmp_p
 
 @pytest.mark.parametrize("command", ["clear-export-hf", "clear-eval-sts"])
 @pytest.mark.parametrize("bomb", ["max_positions", "encoder_layers"])
-def test_other_commands_refuse_with_one_line(trained, tiny_data, tmp_path, command, bomb):
+def test_other_commands_refuse_with_one_line(plain_checkpoint, tiny_data, tmp_path, command, bomb):
     """clear-export-hf and clear-eval-sts --checkpoint load through the same check as clear-embed."""
     from embedding_helpers import write_senteval_tree
 
-    evil = _edited(trained, tmp_path / "evil.pt", **BOMBS[bomb])
+    evil = _edited(plain_checkpoint, tmp_path / "evil.pt", **BOMBS[bomb])
     extra = (["--out", tmp_path / "out"] if command == "clear-export-hf" else
              ["--sts-dir", write_senteval_tree(tmp_path / "sts"), "--tasks", "STS-B", "--output", tmp_path / "o.json"])
     proc = _run([bin_path(command), "--checkpoint", evil, "--data", tiny_data, "--cpu", *extra])

@@ -45,14 +45,6 @@ def payloads(marker: Path):
     }
 
 
-@pytest.fixture(scope="module")
-def trained(tiny_data, tmp_path_factory):
-    """A real 3-update checkpoint of the plugin (checkpoint_last.pt)."""
-    save = tmp_path_factory.mktemp("trained")
-    run_cli(train_args(tiny_data, save, max_update=3, batch_size=16))
-    return save / "checkpoint_last.pt"
-
-
 def evil_checkpoint(trained_path, out: Path, marker: Path, payload="os.system", where="args",
                     legacy=False):
     """A real checkpoint with a payload injected, as an attacker would ship it."""
@@ -68,10 +60,10 @@ def evil_checkpoint(trained_path, out: Path, marker: Path, payload="os.system", 
     return out
 
 
-def test_crafted_payload_really_runs_code_without_weights_only(trained, tmp_path):
+def test_crafted_payload_really_runs_code_without_weights_only(plain_checkpoint, tmp_path):
     """The control: unpickled the unsafe way, the crafted file does run its command."""
     marker = tmp_path / "ran"
-    path = evil_checkpoint(trained, tmp_path / "evil.pt", marker)
+    path = evil_checkpoint(plain_checkpoint, tmp_path / "evil.pt", marker)
     code = f"import torch; torch.load({str(path)!r}, weights_only=False)"
     subprocess.run([sys.executable, "-c", code], check=False, capture_output=True)
     assert marker.exists()
@@ -80,12 +72,12 @@ def test_crafted_payload_really_runs_code_without_weights_only(trained, tmp_path
 @pytest.mark.parametrize("legacy", [False, True], ids=["zip", "legacy-format"])
 @pytest.mark.parametrize("where", ["args", "model", "extra_state"])
 @pytest.mark.parametrize("payload", ["os.system", "builtins.exec", "builtins.open"])
-def test_checkpoint_utils_refuses_and_runs_nothing(trained, tmp_path, monkeypatch, payload,
+def test_checkpoint_utils_refuses_and_runs_nothing(plain_checkpoint, tmp_path, monkeypatch, payload,
                                                    where, legacy, plugin_run):
     # even with the environment asking torch for unsafe loading
     monkeypatch.setenv("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
     marker = tmp_path / "ran"
-    path = evil_checkpoint(trained, tmp_path / "evil.pt", marker, payload, where, legacy)
+    path = evil_checkpoint(plain_checkpoint, tmp_path / "evil.pt", marker, payload, where, legacy)
     loaders = {
         "load_checkpoint_to_cpu": lambda: checkpoint_utils.load_checkpoint_to_cpu(str(path)),
         "load_model_ensemble_and_task": lambda: checkpoint_utils.load_model_ensemble_and_task(
@@ -105,11 +97,11 @@ def test_checkpoint_utils_refuses_and_runs_nothing(trained, tmp_path, monkeypatc
 
 
 @pytest.mark.parametrize("how", ["restore-file", "resume", "finetune-from-model"])
-def test_fairseq_train_refuses_crafted_checkpoint(trained, tiny_data, tmp_path, how):
+def test_fairseq_train_refuses_crafted_checkpoint(plain_checkpoint, tiny_data, tmp_path, how):
     marker = tmp_path / "ran"
     save = tmp_path / "save"
     save.mkdir()
-    evil = evil_checkpoint(trained, tmp_path / "evil.pt", marker, "os.system", "args")
+    evil = evil_checkpoint(plain_checkpoint, tmp_path / "evil.pt", marker, "os.system", "args")
     extra = []
     if how == "resume":
         shutil.copy(evil, save / "checkpoint_last.pt")
@@ -130,30 +122,30 @@ def test_fairseq_train_refuses_crafted_checkpoint(trained, tiny_data, tmp_path, 
     assert logged(proc.stdout) == [], "training ran"
 
 
-def test_hub_refuses_crafted_checkpoint(trained, tiny_data, tmp_path, monkeypatch):
+def test_hub_refuses_crafted_checkpoint(plain_checkpoint, tiny_data, tmp_path, monkeypatch):
     from fairseq_clear.models import ClearRobertaModel
 
     monkeypatch.setenv("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
     marker = tmp_path / "ran"
     model_dir = tmp_path / "model"
     model_dir.mkdir()
-    evil_checkpoint(trained, model_dir / "model.pt", marker, "builtins.exec", "model")
+    evil_checkpoint(plain_checkpoint, model_dir / "model.pt", marker, "builtins.exec", "model")
     with pytest.raises(UnsafeCheckpointError) as info:
         ClearRobertaModel.from_pretrained(str(model_dir), "model.pt", str(tiny_data))
     assert str(model_dir / "model.pt") in str(info.value)
     assert not marker.exists()
 
     # the genuine checkpoint loads through the same path and embeds
-    shutil.copy(trained, model_dir / "model.pt")
+    shutil.copy(plain_checkpoint, model_dir / "model.pt")
     hub = ClearRobertaModel.from_pretrained(str(model_dir), "model.pt", str(tiny_data))
     vectors = hub.embed(["The cat sees the ball.", "A dog reads a story."])
     assert vectors.shape[0] == 2 and torch.isfinite(torch.as_tensor(vectors)).all()
 
 
 @pytest.mark.parametrize("cli", ["clear-embed", "clear-export-hf", "clear-eval-sts"])
-def test_other_clis_refuse_crafted_checkpoint(trained, tiny_data, tmp_path, cli):
+def test_other_clis_refuse_crafted_checkpoint(plain_checkpoint, tiny_data, tmp_path, cli):
     marker = tmp_path / "ran"
-    evil = evil_checkpoint(trained, tmp_path / "evil.pt", marker, "os.system", "args")
+    evil = evil_checkpoint(plain_checkpoint, tmp_path / "evil.pt", marker, "os.system", "args")
     (tmp_path / "in.txt").write_text("A dog reads a story.\n", encoding="utf-8")
     args = {
         "clear-embed": ["--checkpoint", evil, "--data", tiny_data, "--cpu",
@@ -169,7 +161,7 @@ def test_other_clis_refuse_crafted_checkpoint(trained, tiny_data, tmp_path, cli)
     assert not marker.exists()
 
 
-def test_real_checkpoint_loads_with_weights_only_forced(trained, monkeypatch, plugin_run):
+def test_real_checkpoint_loads_with_weights_only_forced(plain_checkpoint, monkeypatch, plugin_run):
     """fairseq's loader passes no weights_only; the plugin forces it on, whatever the environment."""
     monkeypatch.setenv("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
     seen = []
@@ -181,12 +173,12 @@ def test_real_checkpoint_loads_with_weights_only_forced(trained, monkeypatch, pl
         return real_load(*args, **kwargs)
 
     monkeypatch.setattr(torch, "load", spy)
-    state = checkpoint_utils.load_checkpoint_to_cpu(str(trained))
+    state = checkpoint_utils.load_checkpoint_to_cpu(str(plain_checkpoint))
     assert any(k.startswith("projection_head.") for k in state["model"])
     # fairseq's own load plus the config check's mmap peek (weights_only=True): never an
     # explicit False; forced on; the override removed
     assert len(seen) == 2 and seen[-1] == (None, "1", None) and seen[0] == (True, "1", None), seen
-    models, _cfg, task = checkpoint_utils.load_model_ensemble_and_task([str(trained)])
+    models, _cfg, task = checkpoint_utils.load_model_ensemble_and_task([str(plain_checkpoint)])
     assert type(models[0]).__name__ == "ClearRobertaModel"
     assert all(entry[0] in (None, True) and entry[1:] == ("1", None) for entry in seen)
 
@@ -234,10 +226,10 @@ def test_plugin_never_loads_pickles_unsafely():
     assert not problems, "\n".join(problems)
 
 
-def test_truncated_checkpoint_last_gives_a_clear_error(trained, tiny_data, tmp_path, plugin_run):
+def test_truncated_checkpoint_last_gives_a_clear_error(plain_checkpoint, tiny_data, tmp_path, plugin_run):
     save = tmp_path / "save"
     save.mkdir()
-    data = trained.read_bytes()
+    data = plain_checkpoint.read_bytes()
     (save / "checkpoint_last.pt").write_bytes(data[: len(data) // 2])
     with pytest.raises(CorruptCheckpointError) as info:
         checkpoint_utils.load_checkpoint_to_cpu(str(save / "checkpoint_last.pt"))

@@ -23,7 +23,9 @@ from harness.runs import (
     run_until,
     saved_at,
 )
-from helpers import train_args
+from helpers import EXCLUSIVE, train_args
+
+pytestmark = EXCLUSIVE
 
 MAX_UPDATE = 28
 SAVE_EVERY = 8

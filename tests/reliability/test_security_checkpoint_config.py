@@ -23,13 +23,6 @@ from harness.runs import logged
 from helpers import bin_path, run_cli, train_args
 
 
-@pytest.fixture(scope="module")
-def trained(tiny_data, tmp_path_factory):
-    save = tmp_path_factory.mktemp("trained_cfg")
-    run_cli(train_args(tiny_data, save, max_update=2, batch_size=16))
-    return save / "checkpoint_last.pt"
-
-
 def _payload(marker):
     return f"__import__('os').system('touch {marker}')"
 
@@ -41,9 +34,9 @@ def _set(section, key, value):
         setattr(section, key, value)
 
 
-def crafted(trained, out: Path, marker: Path, kind: str) -> Path:
+def crafted(plain_checkpoint, out: Path, marker: Path, kind: str) -> Path:
     """The real checkpoint with its config edited as an attacker would, plain data only."""
-    state = safe_load(trained)
+    state = safe_load(plain_checkpoint)
     cfg = state["cfg"]
     if kind == "fconv_lm":
         cfg["model"] = {"_name": "fconv_lm", "decoder_layers": f"[({_payload(marker)}, 3)]",
@@ -82,10 +75,10 @@ KINDS = {
 }
 
 
-def test_without_the_check_the_config_really_runs_code(trained, tiny_data, tmp_path, monkeypatch, plugin_run):
+def test_without_the_check_the_config_really_runs_code(plain_checkpoint, tiny_data, tmp_path, monkeypatch, plugin_run):
     """The threat is real: with the check switched off, fairseq's builder runs the payload."""
     marker = tmp_path / "ran"
-    evil = crafted(trained, tmp_path / "evil.pt", marker, "fconv_lm")
+    evil = crafted(plain_checkpoint, tmp_path / "evil.pt", marker, "fconv_lm")
     from fairseq_clear import checkpoint_safety
 
     monkeypatch.setattr(checkpoint_safety, "check_checkpoint_config", lambda state, path: None)
@@ -95,9 +88,9 @@ def test_without_the_check_the_config_really_runs_code(trained, tiny_data, tmp_p
 
 
 @pytest.mark.parametrize("kind", sorted(KINDS))
-def test_fairseq_loader_refuses_before_building(trained, tiny_data, tmp_path, kind, plugin_run):
+def test_fairseq_loader_refuses_before_building(plain_checkpoint, tiny_data, tmp_path, kind, plugin_run):
     marker = tmp_path / "ran"
-    evil = crafted(trained, tmp_path / "evil.pt", marker, kind)
+    evil = crafted(plain_checkpoint, tmp_path / "evil.pt", marker, kind)
     field, value = KINDS[kind]
     with pytest.raises(UnsupportedCheckpointError) as info:
         checkpoint_utils.load_model_ensemble_and_task([str(evil)], arg_overrides={"data": str(tiny_data)})
@@ -106,23 +99,23 @@ def test_fairseq_loader_refuses_before_building(trained, tiny_data, tmp_path, ki
     assert not marker.exists()
 
 
-def test_hub_refuses(trained, tiny_data, tmp_path, monkeypatch):
+def test_hub_refuses(plain_checkpoint, tiny_data, tmp_path, monkeypatch):
     from fairseq_clear.models import ClearRobertaModel
 
     monkeypatch.setenv("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
     marker = tmp_path / "ran"
     model_dir = tmp_path / "model"
     model_dir.mkdir()
-    crafted(trained, model_dir / "model.pt", marker, "fconv_lm")
+    crafted(plain_checkpoint, model_dir / "model.pt", marker, "fconv_lm")
     with pytest.raises(UnsupportedCheckpointError, match="cfg.model._name is 'fconv_lm'"):
         ClearRobertaModel.from_pretrained(str(model_dir), "model.pt", str(tiny_data))
     assert not marker.exists()
 
 
 @pytest.mark.parametrize("cli", ["clear-embed", "clear-export-hf", "clear-eval-sts"])
-def test_clis_refuse_with_one_line(trained, tiny_data, tmp_path, cli):
+def test_clis_refuse_with_one_line(plain_checkpoint, tiny_data, tmp_path, cli):
     marker = tmp_path / "ran"
-    evil = crafted(trained, tmp_path / "evil.pt", marker, "wav2vec2")
+    evil = crafted(plain_checkpoint, tmp_path / "evil.pt", marker, "wav2vec2")
     (tmp_path / "in.txt").write_text("A dog reads a story.\n", encoding="utf-8")
     args = {
         "clear-embed": ["--checkpoint", evil, "--data", tiny_data, "--cpu",
@@ -138,11 +131,11 @@ def test_clis_refuse_with_one_line(trained, tiny_data, tmp_path, cli):
 
 
 @pytest.mark.parametrize("how", ["restore-file", "finetune-from-model", "resume"])
-def test_fairseq_train_refuses(trained, tiny_data, tmp_path, how):
+def test_fairseq_train_refuses(plain_checkpoint, tiny_data, tmp_path, how):
     marker = tmp_path / "ran"
     save = tmp_path / "save"
     save.mkdir()
-    evil = crafted(trained, tmp_path / "evil.pt", marker, "fconv_lm")
+    evil = crafted(plain_checkpoint, tmp_path / "evil.pt", marker, "fconv_lm")
     extra = []
     if how == "resume":
         shutil.copy(evil, save / "checkpoint_last.pt")
@@ -155,8 +148,8 @@ def test_fairseq_train_refuses(trained, tiny_data, tmp_path, how):
     assert logged(proc.stdout) == [], "training ran"
 
 
-def test_accepted_configs_pass(trained):
-    state = safe_load(trained)
+def test_accepted_configs_pass(plain_checkpoint):
+    state = safe_load(plain_checkpoint)
     check_checkpoint_config(state, "ok.pt")  # our own checkpoint, with fairseq's ${...} references
     stock = copy.deepcopy(state)
     _set(stock["cfg"]["model"], "_name", "roberta_base")
@@ -170,11 +163,11 @@ def test_accepted_configs_pass(trained):
             check_checkpoint_config(bad, "bad.pt")
 
 
-def test_checkpoint_path_with_colon_loads(trained, tiny_data, tmp_path):
+def test_checkpoint_path_with_colon_loads(plain_checkpoint, tiny_data, tmp_path):
     """fairseq splits paths on ':'; the CLIs and the hub take such a path as one file."""
     model_dir = tmp_path / "run:1"
     model_dir.mkdir()
-    shutil.copy(trained, model_dir / "ckpt:best.pt")
+    shutil.copy(plain_checkpoint, model_dir / "ckpt:best.pt")
     data = tmp_path / "data:v2"
     shutil.copytree(tiny_data, data)
     (tmp_path / "in.txt").write_text("A dog reads a story.\nThe cat sees the ball.\n", encoding="utf-8")

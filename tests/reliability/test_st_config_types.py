@@ -7,15 +7,13 @@ file and the field (``max_seq_length`` bounded by the model's positions: 128 in 
 """
 
 import json
-import os
 import shutil
-import subprocess
 
 import pytest
 
 from embedding_helpers import write_senteval_tree
 from hf_standins import make_bert
-from helpers import bin_path
+from helpers import bin_path, run_captured
 
 pytest.importorskip("transformers")
 
@@ -64,8 +62,7 @@ def _damaged(st, model, case):
 
 
 def _run(args):
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    return subprocess.run([str(a) for a in args], capture_output=True, text=True, timeout=600, env=env)
+    return run_captured(args)
 
 
 def _one_error_line(proc, *needles):

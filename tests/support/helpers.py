@@ -13,6 +13,9 @@ REPO = Path(__file__).resolve().parents[2]
 SHARED_DATA = REPO.parent / "shared" / "data"
 USER_DIR = str(REPO / "fairseq_clear")
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+#: tests that need both cores or real timing (torchrun pairs, the heartbeat, kill campaigns): under
+#: pytest-xdist (make test) they all run on one worker, one at a time, never beside each other
+EXCLUSIVE = pytest.mark.xdist_group("exclusive")
 
 
 def shared(*parts) -> Path:
@@ -31,8 +34,18 @@ def bin_path(name: str) -> str:
     return str(Path(sys.executable).parent / name)
 
 
-def run_cli(args, cwd=None, env=None, check=True, timeout=900):
-    """Run a command; on failure the assertion shows its output."""
+def run_cli(args, cwd=None, env=None, check=True, timeout=900, real=False):
+    """Run a command as a user's shell would; on failure the assertion shows its output.
+
+    This environment's console scripts (fairseq-*, clear-*) and ``python -m``/``python script.py``
+    run in a child forked from an interpreter that has imported them already
+    (harness/forked.py: same argv, environment, cwd, output and exit status as the real command,
+    a fraction of the start-up); a shell recipe's commands do too, through PATH shims. ``real=True``
+    starts a real process: for tests about processes (signals, kills, fresh-interpreter imports).
+    """
+    from harness import forked
+
+    args = [str(a) for a in args]
     full_env = dict(os.environ)
     full_env.setdefault("OMP_NUM_THREADS", "1")
     full_env["PYTHONUNBUFFERED"] = "1"
@@ -40,20 +53,30 @@ def run_cli(args, cwd=None, env=None, check=True, timeout=900):
     full_env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), full_env.get("PATH", "")])
     if env:
         full_env.update(env)
-    proc = subprocess.run(
-        [str(a) for a in args],
-        cwd=cwd,
-        env=full_env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        timeout=timeout,
-    )
+    if real or not forked.enabled(full_env):
+        proc = subprocess.run(args, cwd=cwd, env=full_env, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True, timeout=timeout)
+    else:
+        if Path(args[0]).name in ("bash", "sh") or args[0].endswith(".sh"):
+            full_env["PATH"] = os.pathsep.join([forked.shim_dir(full_env), full_env["PATH"]])
+        proc = forked.run(args, cwd=cwd, env=full_env, timeout=timeout)
     if check and proc.returncode != 0:
         raise AssertionError(
             f"command failed ({proc.returncode}): {' '.join(map(str, args))}\n{proc.stdout[-6000:]}"
         )
     return proc
+
+
+def run_captured(args, env=None, cwd=None, timeout=600, memory_cap=None):
+    """``subprocess.run(args, capture_output=True, text=True)`` with one torch thread, through the
+    forked runner as run_cli: stdout and stderr apart. ``memory_cap``: the run's address-space
+    limit in bytes (RLIMIT_AS, as a ``preexec_fn`` would set it)."""
+    from harness import forked
+
+    full_env = dict(os.environ, OMP_NUM_THREADS="1", **(env or {}))
+    limits = {"RLIMIT_AS": (memory_cap, memory_cap)} if memory_cap else None
+    return forked.run([str(a) for a in args], cwd=cwd, env=full_env, timeout=timeout,
+                      stderr=subprocess.PIPE, limits=limits)
 
 
 _SUBJECTS = "the cat|a dog|my friend|the old man|the teacher|a small child|the river|our team|the movie|this book".split("|")
