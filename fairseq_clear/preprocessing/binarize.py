@@ -1,5 +1,13 @@
-"""Binarize with the real ``fairseq-preprocess --only-source --srcdict dict.txt`` and check
-the result against what the encoder wrote."""
+"""Binarize as ``fairseq-preprocess --only-source --srcdict dict.txt`` does, and check the result
+against what the encoder wrote.
+
+:func:`binarize` runs fairseq's own binarizer (``FileBinarizer.multiprocess_dataset`` with a
+``VocabularyDatasetBinarizer``, the calls fairseq_cli/preprocess.py makes for that command line) in
+this process, its workers forked from here: the same ``dict.txt``, ``.bin`` and ``.idx``, byte for
+byte, without starting and importing a second interpreter (tests/e2e/test_preprocess.py compares
+them with the console script's). :func:`run_fairseq_preprocess` runs the console script itself
+(the reference).
+"""
 
 import logging
 import os
@@ -83,6 +91,65 @@ def run_fairseq_preprocess(dict_path: str, prefixes: Dict[str, str], destdir: st
             f"fairseq-preprocess failed (exit {proc.returncode}); its output:\n{output[-4000:]}"
         )
     return output
+
+
+#: fairseq-preprocess's output names of the splits it reads from --trainpref/--validpref/--testpref
+SPLITS = ("train", "valid", "test")
+
+
+def binarize(dict_path: str, prefixes: Dict[str, str], destdir: str, workers: int,
+             expected_tokens: int = 0, enabled_progress: bool = True, log_path: str = "") -> str:
+    """``fairseq-preprocess --only-source --srcdict dict_path --dataset-impl mmap`` into ``destdir``,
+    in this process (see the module's docstring); returns the lines fairseq-preprocess would log
+    about the work (also written to ``log_path``). Arguments as :func:`run_fairseq_preprocess`."""
+    from fairseq.binarizer import FileBinarizer, VocabularyDatasetBinarizer
+    from fairseq.data import Dictionary
+
+    from fairseq.data.indexed_dataset import best_fitting_int_dtype
+
+    os.makedirs(destdir, exist_ok=True)
+    vocab = Dictionary.load(dict_path)  # TranslationTask.load_dictionary, fairseq-preprocess's default task
+    vocab.save(os.path.join(destdir, "dict.txt"))
+    lines = [f"[None] Dictionary: {len(vocab)} types"]
+    enabled_progress = enabled_progress and expected_tokens > 0
+    total = expected_tokens * np.dtype(best_fitting_int_dtype(len(vocab))).itemsize
+    with progress(total=total, desc="binarize", enabled=enabled_progress) as bar:
+        done = threading.Event()
+        watcher = threading.Thread(target=_follow_sizes, args=(destdir, bar, done), daemon=True)
+        if enabled_progress:
+            watcher.start()
+        try:
+            for split in SPLITS:
+                if split not in prefixes:
+                    continue
+                summary = FileBinarizer.multiprocess_dataset(
+                    prefixes[split], "mmap", VocabularyDatasetBinarizer(vocab, append_eos=True),
+                    os.path.join(destdir, split), vocab_size=len(vocab), num_workers=max(1, workers))
+                lines.append(f"[None] {prefixes[split]}: {summary} (by {vocab.unk_word})")
+        finally:
+            done.set()
+            if enabled_progress:
+                watcher.join()
+    lines.append(f"Wrote preprocessed data to {destdir}")
+    output = "\n".join(lines) + "\n"
+    if log_path:
+        with open(log_path, "w", encoding="utf-8") as f:
+            f.write(f"fairseq's binarizer in this process (as fairseq-preprocess --only-source --srcdict "
+                    f"{dict_path} --destdir {destdir} --workers {max(1, workers)})\n" + output)
+    return output
+
+
+def _follow_sizes(destdir, bar, done):
+    """The progress bar follows the size of the .bin files (the binarizer reports nothing)."""
+    seen = 0
+    while not done.wait(0.5):
+        size = min(sum(os.path.getsize(os.path.join(destdir, n)) for n in _listdir(destdir)
+                       if n.endswith(".bin")), bar.total or 0)
+        if size > seen:
+            bar.update(size - seen)
+            seen = size
+    if bar.total and seen < bar.total:
+        bar.update(bar.total - seen)
 
 
 def count_lines(prefix: str) -> int:

@@ -11,8 +11,8 @@ Sources (one of):
   and ``-dev``, and ``-test`` when its rows carry labels.
 
 Every sentence is encoded with the model's own tokenizer (``--tokenizer-from``: an imported
-Hugging Face model, a checkpoint's data directory, clear-prepare's output) and binarized by
-the real ``fairseq-preprocess`` with its dict.txt, as clear-prepare-pairs and clear-glue do::
+Hugging Face model, a checkpoint's data directory, clear-prepare's output) and binarized as
+``fairseq-preprocess`` does with its dict.txt (binarize.py), as clear-prepare-pairs and clear-glue do::
 
     OUT/dict.txt, OUT/<tokenizer files>, OUT/multitask.json (rows read, kept, skipped; classes)
     OUT/{sentiment,paraphrase,sts}/input0/SPLIT.{bin,idx}   first sentences
@@ -34,7 +34,7 @@ import numpy as np
 from .. import vocabulary
 from ..evaluation.glue import get_task, read_tsv
 from . import encode as encode_mod
-from .binarize import count_lines, run_fairseq_preprocess
+from .binarize import binarize, count_lines
 from .common import PrepareError
 
 TASKS = ("sentiment", "paraphrase", "sts")
@@ -198,7 +198,7 @@ def prepare(args) -> Dict:
                 with open(prefixes[split], "w", encoding="utf-8") as f:
                     f.writelines(line + "\n" for line in cols[k])
             dest = os.path.join(task_dir, f"input{k}")
-            run_fairseq_preprocess(dict_path, prefixes, dest, args.workers)
+            binarize(dict_path, prefixes, dest, args.workers)
             for split, (cols, _) in splits.items():
                 n = count_lines(os.path.join(dest, split))
                 if n != len(cols[k]):

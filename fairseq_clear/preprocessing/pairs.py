@@ -13,8 +13,8 @@ the data directory of ``--task contrastive_pairs``::
     OUT/pairs.json                            what was read, kept and skipped, by reason
 
 Every column is encoded with --data's tokenizer (sentencepiece, GPT-2 BPE or WordPiece) and
-binarized by the real ``fairseq-preprocess --only-source --srcdict dict.txt``,
-so the pairs share the model's dictionary.
+binarized as ``fairseq-preprocess --only-source --srcdict dict.txt`` does (fairseq's binarizer in
+this process, binarize.py), so the pairs share the model's dictionary.
 
 Formats (``--format``; ``auto`` looks at the file name and header):
 
@@ -53,7 +53,7 @@ from typing import Dict, Iterable, List, Optional, Tuple
 from .. import vocabulary
 from . import encode as encode_mod
 from ..evaluation.sts import sick_columns, sts_benchmark_record
-from .binarize import count_lines, run_fairseq_preprocess
+from .binarize import binarize, count_lines
 from ..errors import NotUtf8Error
 from .common import PrepareError
 
@@ -468,7 +468,7 @@ def prepare(args) -> Dict:
             prefixes[column][split] = raw + ".spm"
     for column in columns:
         dest = os.path.join(args.out, column)
-        run_fairseq_preprocess(dict_path, prefixes[column], dest, args.workers)
+        binarize(dict_path, prefixes[column], dest, args.workers)
         for split, triples in assembled.items():
             n = count_lines(os.path.join(dest, split))
             if n != len(triples):

@@ -10,7 +10,8 @@ Steps (each skipped when its done-marker matches, see :class:`common.StepMarkers
 5. ``encode-*``    sentences → pieces, in parallel worker processes (streaming)
 6. ``dict``        dict.txt from the sentencepiece vocabulary and training frequencies
                    (with ``--tokenizer-from``: the model's dict.txt, unchanged)
-7. ``binarize``    fairseq-preprocess --only-source --srcdict → OUT_DIR/data-bin, checked
+7. ``binarize``    as fairseq-preprocess --only-source --srcdict (fairseq's binarizer, in this
+                   process: binarize.py) → OUT_DIR/data-bin, checked
 
 Intermediate files live in OUT_DIR/work; the summary in OUT_DIR/summary.json.
 See docs/data.md.
@@ -476,7 +477,7 @@ class Pipeline:
         os.makedirs(tmp)
         expected = sum(enc_stats[s]["tokens"] + enc_stats[s]["lines"] for s in splits)
         log_path = self.path("fairseq-preprocess.log")
-        binarize_mod.run_fairseq_preprocess(
+        binarize_mod.binarize(
             dict_path, {s: enc_path[s] for s in splits}, tmp, self.workers, expected,
             self.opts["progress"], log_path)
         tokenizer = write_tokenizer(model_path, tmp)

@@ -69,6 +69,35 @@ def read_split(data_bin, split):
     return d, [ds[i].numpy() for i in range(len(ds))]
 
 
+@pytest.mark.parametrize("workers", [1, 2])
+def test_binarize_writes_what_the_fairseq_preprocess_command_writes(prepared, tmp_path, workers):
+    """binarize() (fairseq's binarizer in this process) and the console script on the same pieces:
+    the same files, byte for byte, for three splits, with lines fairseq's tokenizer treats specially
+    (an empty line, a piece not in dict.txt, tabs, an ideographic space, a carriage return)."""
+    from fairseq_clear.preprocessing.binarize import binarize
+
+    out, _, _ = prepared
+    dict_path = out / "data-bin" / "dict.txt"
+    odd = tmp_path / "odd.spm"
+    odd.write_text("\u2581the \u2581cat\n\n\u2581no_such_piece \u2581a\n  \u2581a\t\u2581b  \n"
+                   "\u2581a\u3000\u2581b\n\u2581a\r\u2581b\n", encoding="utf-8")
+    prefixes = {"train": out / "work" / "train.spm", "valid": odd, "test": out / "work" / "test.spm"}
+    assert all(p.stat().st_size > 0 for p in prefixes.values())
+    log = binarize(str(dict_path), {k: str(v) for k, v in prefixes.items()}, str(tmp_path / "ours"), workers,
+                   log_path=str(tmp_path / "ours.log"))
+    assert "(by <unk>)" in log and (tmp_path / "ours.log").read_text().endswith(log)
+    run_cli([bin_path("fairseq-preprocess"), "--only-source", "--srcdict", dict_path, "--destdir", tmp_path / "ref",
+             "--workers", workers, "--dataset-impl", "mmap", "--trainpref", prefixes["train"],
+             "--validpref", prefixes["valid"], "--testpref", prefixes["test"]])
+    ours = sorted(p.name for p in (tmp_path / "ours").iterdir())
+    assert ours == sorted(p.name for p in (tmp_path / "ref").iterdir() if p.name != "preprocess.log")
+    assert ours == ["dict.txt"] + [f"{s}.{e}" for s in ("test", "train", "valid") for e in ("bin", "idx")]
+    for name in ours:
+        assert (tmp_path / "ours" / name).read_bytes() == (tmp_path / "ref" / name).read_bytes(), name
+    _, valid = read_split(tmp_path / "ours", "valid")
+    assert [len(v) for v in valid] == [3, 1, 3, 3, 3, 2, 2]  # fairseq splits at any space; "\r" ends a line
+
+
 def test_data_bin_follows_the_contract(prepared):
     import sentencepiece as spm
 

@@ -296,10 +296,13 @@ def test_heartbeat_kills_a_plugin_run_still_blocked_after_the_interrupt():
     assert proc.returncode == -9, proc.stdout + proc.stderr
     assert "still blocked" in proc.stderr and "carried on" not in proc.stdout
     # a stock run keeps fairseq's behaviour: the interrupt arrives once the C call returns, and
-    # Python ends the process with it
+    # Python ends the process with it: by SIGINT, or with 128 + SIGINT when no thread can take the
+    # signal any more (the main thread still blocks it, and fairseq's watchdog thread has ended:
+    # which of the two depends on timing, see CPython's exit_sigint)
     proc = subprocess.run([sys.executable, "-c", _WATCHDOG, "blocked", "stock"],
                           capture_output=True, text=True, timeout=120)
-    assert proc.returncode == -signal.SIGINT and "KeyboardInterrupt" in proc.stderr, proc.stdout + proc.stderr
+    assert proc.returncode in (-signal.SIGINT, 128 + signal.SIGINT), proc.stdout + proc.stderr
+    assert "KeyboardInterrupt" in proc.stderr and "still blocked" not in proc.stderr, proc.stderr
 
 
 # --- version guards -------------------------------------------------------------------------

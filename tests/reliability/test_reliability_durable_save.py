@@ -18,9 +18,10 @@ FAULTS = str(Path(__file__).parents[1] / "support" / "fault_injection")
 
 
 def _train(data, save, *extra, faults="", max_update=4, check=True):
-    env = {"PYTHONPATH": os.pathsep.join([FAULTS, os.environ.get("PYTHONPATH", "")])}
-    if faults:
-        env["CLEAR_FAULT_SAVE_FAILURES"] = faults
+    env = {}
+    if faults:  # the fault injection is start-up code (a sitecustomize): a real process runs it
+        env = {"PYTHONPATH": os.pathsep.join([FAULTS, os.environ.get("PYTHONPATH", "")]),
+               "CLEAR_FAULT_SAVE_FAILURES": faults}
     return run_cli(train_args(data, save, "--save-interval-updates", "2", "--no-epoch-checkpoints", *extra,
                               max_update=max_update), env=env, check=check)
 
