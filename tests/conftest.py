@@ -59,3 +59,17 @@ def pytest_collection_modifyitems(items):
         tier = item.path.parent.name
         if tier in ("unit", "e2e", "reliability"):
             item.add_marker(tier)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_finish(session):
+    """Under ``--dist loadgroup`` (make test) pytest-xdist sends the tests of one xdist_group
+    (helpers.EXCLUSIVE) to one worker by suffixing their node ids; a pytest whose node ids it
+    cannot change would silently run them side by side: stop instead."""
+    if not getattr(session.config.option, "loadgroup", False):
+        return
+    grouped = [item for item in session.items if item.get_closest_marker("xdist_group")]
+    if grouped and "@" not in grouped[0].nodeid:
+        raise pytest.UsageError(
+            f"pytest-xdist's --dist loadgroup cannot group tests with this pytest ({pytest.__version__}): "
+            "install the test extra's pytest (pip install -e '.[test]')")

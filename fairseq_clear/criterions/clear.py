@@ -28,6 +28,7 @@ from fairseq.criterions import FairseqCriterion, register_criterion
 from .. import distributed, losses, negatives, paper_defaults
 from ..data.contrastive_layout import Part, split_views
 from ..gradcache import attach, cached_encode, encode_without_graph
+from ..fairseq_fixes import scope
 from ..guide import GuideModel
 from .clear_config import (  # noqa: F401  (re-exported)
     ClearCriterionConfig,
@@ -69,6 +70,7 @@ class ClearCriterion(FairseqCriterion):
 
     def __init__(self, cfg: ClearCriterionConfig, task):
         super().__init__(task)
+        scope.component_built(cfg, "criterion clear")  # inside a fairseq command: the run is ours
         # the plugin's tasks resolved these in build_criterion; with another task, CLEAR's
         paper_defaults.fill(cfg, paper_defaults.CRITERION_OPTIONS, "clear", "criterion")
         world_size = runtime_world_size(cfg.world_size)

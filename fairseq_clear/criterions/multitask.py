@@ -30,6 +30,7 @@ from fairseq.dataclass import FairseqDataclass
 
 from .. import losses as contrastive_losses
 from ..errors import FairseqClearError
+from ..fairseq_fixes import scope
 from ..models.multitask_heads import TASK_NAMES
 
 #: the seed's metric of each task, as logged
@@ -82,6 +83,7 @@ class MultitaskCriterion(FairseqCriterion):
 
     def __init__(self, cfg: MultitaskCriterionConfig, task):
         super().__init__(task)
+        scope.component_built(cfg, "criterion multitask")  # inside a fairseq command: the run is ours
         if getattr(task, "name", None) != "multitask":
             raise MultitaskCriterionError("--criterion multitask needs --task multitask")
         if not 0 < cfg.temperature < math.inf:

@@ -13,8 +13,13 @@ In a fairseq-clear run (scope.py), fairseq's ``checkpoint_utils.load_checkpoint(
    ``--max-update`` only after a step, so each restart of a finished run would train one more
    update, and "killed at any moment, same weights" would not hold.
 
-Outside a fairseq-clear run both functions are fairseq's own (with torch's allow-list of the
-plain-data classes fairseq checkpoints hold, installed by the plugin for every task).
+Outside a fairseq-clear run ``load_checkpoint`` is fairseq's own, and so is ``load_checkpoint_to_cpu``
+for a checkpoint whose own config (read as plain data, without its tensors) names none of the
+plugin's components (with torch's allow-list of the plain-data classes fairseq checkpoints hold,
+installed by the plugin for every task). One that names them (``fairseq-validate --task masked_lm
+--path clear.pt`` builds the checkpoint's clear task) or that cannot be read as plain data is read
+safely as above: with the plugin loaded, no checkpoint runs code in fairseq's loader, even when
+torch's environment asks for unsafe loading.
 """
 
 import functools
@@ -22,7 +27,7 @@ import logging
 import os
 import sys
 
-from . import _patching, scope
+from . import _patching, save_dir_lock, scope
 
 logger = logging.getLogger(__name__)
 
@@ -83,6 +88,8 @@ def install():
         def load_checkpoint(cfg, trainer, **passthrough_args):
             if not scope.active():
                 return fairseq_load_checkpoint(cfg, trainer, **passthrough_args)
+            if trainer.is_data_parallel_master:  # a run whose scope opened after fairseq's write check
+                save_dir_lock.take(cfg)
             check_same_tokenizer(cfg, trainer)
             result = fairseq_load_checkpoint(cfg, trainer, **passthrough_args)  # reads safely: below
             exit_if_finished(cfg, trainer)
@@ -93,10 +100,12 @@ def install():
     def make_load_checkpoint_to_cpu(fairseq_load_checkpoint_to_cpu):
         @functools.wraps(fairseq_load_checkpoint_to_cpu)
         def load_checkpoint_to_cpu(path, *args, **kwargs):
-            if not scope.active():
-                return fairseq_load_checkpoint_to_cpu(path, *args, **kwargs)
-            from ..checkpoint_safety import checked
+            from ..checkpoint_safety import checked, names_plugin
 
+            # outside a run, the checkpoint's own config decides (what fairseq builds from it next):
+            # ours, or not readable as plain data, goes through the safe reading too
+            if not scope.active() and names_plugin(path) is False:
+                return fairseq_load_checkpoint_to_cpu(path, *args, **kwargs)
             return checked(fairseq_load_checkpoint_to_cpu, path, *args, **kwargs)
 
         return load_checkpoint_to_cpu

@@ -10,6 +10,8 @@ fairseq's ``call_main`` would guess.
 
 import os
 
+from ..errors import FairseqClearError
+
 #: the fairseq release this fix was written and tested against
 WRITTEN_FOR = "0.12.3.1"
 
@@ -37,3 +39,23 @@ def init_from_torchrun(cfg) -> bool:
     cfg.device_id = 0
     cfg.distributed_no_spawn = True
     return True
+
+
+def refuse_workers_alone() -> None:
+    """A run whose scope opened after fairseq's ``call_main`` (fairseq-hydra-train: scope.py) cannot
+    form torchrun's group any more; without CUDA each worker would train alone on all the data,
+    writing the same files: refused, naming what works."""
+    import torch
+
+    launched = all(k in os.environ for k in ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK"))
+    if (launched and int(os.environ["WORLD_SIZE"]) > 1 and torch.cuda.device_count() == 0
+            and not torch.distributed.is_initialized()):
+        raise CpuTorchrunError(
+            "torchrun without GPUs under fairseq-hydra-train: fairseq started this run before it imported "
+            "the plugin, which forms one group of CPU workers only before fairseq's call_main, so each of "
+            f"the {os.environ['WORLD_SIZE']} workers would train alone; run the same options with "
+            "fairseq-train (the plugin forms the group there), or on GPUs")
+
+
+class CpuTorchrunError(FairseqClearError, RuntimeError):
+    """torchrun's CPU workers cannot form one group in this run."""

@@ -9,7 +9,8 @@ plugin's tasks, criterions or models (scope.names_plugin), before fairseq's ``ca
 
 and ``main`` runs, in every process (also those fairseq spawns), inside ``scope.entered(cfg)``;
 when it returns or fails, fairseq's prefetch threads are stopped (prefetch_threads) and the
---save-dir lock is released (save_dir_lock). For any other config, ``call_main`` is fairseq's.
+--save-dir lock is released (save_dir_lock): :func:`end_of_run`, also the end of a run that a
+component opened (scope.component_built). For any other config, ``call_main`` is fairseq's.
 """
 
 import functools
@@ -35,9 +36,15 @@ class ScopedMain:
                 scope.run_ended()  # e.g. the STS summary line (evaluation/sts_validation.py)
                 return result
             finally:
-                if applies(prefetch_threads):
-                    prefetch_threads.stop_prefetch_threads()
-                save_dir_lock.release_all()
+                scope.cleanup()
+
+
+def end_of_run() -> None:
+    """What ends every fairseq-clear run, however it opened (scope.py): fairseq's prefetch threads
+    stopped, the --save-dir lock released."""
+    if applies(prefetch_threads):
+        prefetch_threads.stop_prefetch_threads()
+    save_dir_lock.release_all()
 
 
 def prepare(cfg) -> None:
@@ -50,6 +57,8 @@ def prepare(cfg) -> None:
 
 def install():
     from fairseq.distributed import utils as distributed_utils
+
+    scope.on_every_run_end(end_of_run)
 
     def make(fairseq_call_main):
         @functools.wraps(fairseq_call_main)

@@ -6,7 +6,9 @@ files). In a fairseq-clear run (scope.py) the master rank takes an exclusive ``f
 ``SAVE_DIR/.fairseq_clear.lock`` where fairseq first touches the directory (its write check,
 ``verify_checkpoint_directory``, which writes and deletes ``SAVE_DIR/dummy``), and holds it
 until the run ends; a second run stops there with an error naming the first (pid, host,
-start time), before anything in the directory is written or deleted. Temporary files that
+start time), before anything in the directory is written or deleted. A run whose scope opened
+later (scope.component_built: fairseq-hydra-train) takes it where it restores its checkpoint
+(checkpoint_loading.py), still before any checkpoint is read or written. Temporary files that
 this package writes (``*.tmp-save-PID-N``, ``*.tmp-copy-PID``) and whose process is gone
 (killed mid-save) are removed then; nothing else is. ``--no-save`` runs take no lock.
 Limits: flock is per host; on a network file system shared by several hosts the
@@ -99,15 +101,25 @@ def remove_stale_temp_files(save_dir) -> list:
     return removed
 
 
+def take(checkpoint_cfg) -> None:
+    """The lock of the run's --save-dir (``checkpoint_cfg``: the config's checkpoint section), and
+    our orphaned temporary files there removed; once per run, nothing for --no-save."""
+    if checkpoint_cfg is None or checkpoint_cfg.no_save:
+        return
+    save_dir = os.path.abspath(checkpoint_cfg.save_dir)
+    if save_dir not in _held:
+        acquire(save_dir)
+        remove_stale_temp_files(save_dir)
+
+
 def install():
     from fairseq import checkpoint_utils
 
     def make(fairseq_verify):
         def verify_checkpoint_directory(save_dir: str) -> None:
             cfg = scope.run_config()
-            if cfg is not None and not cfg.checkpoint.no_save:
-                acquire(save_dir)  # before fairseq writes (and deletes) SAVE_DIR/dummy
-                remove_stale_temp_files(save_dir)
+            if cfg is not None:
+                take(cfg.checkpoint)  # before fairseq writes (and deletes) SAVE_DIR/dummy
             return fairseq_verify(save_dir)
 
         return verify_checkpoint_directory

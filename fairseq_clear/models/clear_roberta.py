@@ -228,6 +228,9 @@ class ClearRobertaModel(RobertaModel):
 
     @classmethod
     def build_model(cls, args, task):
+        from ..fairseq_fixes import scope
+
+        scope.component_built(args, "model clear_roberta")  # inside a fairseq command: the run is ours
         if OmegaConf.is_config(args):
             OmegaConf.set_struct(args, False)
         base_clear_architecture(args)

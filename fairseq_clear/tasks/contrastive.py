@@ -270,6 +270,9 @@ class ContrastiveTask(StsValidationMixin, MaskedLMTask):
 
     @classmethod
     def setup_task(cls, cfg, **kwargs):
+        from ..fairseq_fixes import scope
+
+        scope.component_built(cfg, f"task {cls.__name__}")  # inside a fairseq command: the run is ours
         dictionary = cls.dictionary_for(cfg)
         logger.info("dictionary: %d types", len(dictionary))
         return cls(cfg, dictionary)

@@ -51,6 +51,7 @@ LANGUAGES = ("bash", "sh", "python")
 NOT_RUN = re.compile(r"^<!--\s*not-run:\s*(.*?)\s*-->$")
 SUBSTITUTIONS = [
     (r"--max-update \d+", "--max-update 2"),
+    (r"optimization\.max_update=\d+", "optimization.max_update=2"),
     (r"--total-num-update \d+", "--total-num-update 2"),
     (r"--warmup-updates \d+", "--warmup-updates 1"),
     (r"--(validate|save)-interval-updates \d+", r"--\1-interval-updates 1"),

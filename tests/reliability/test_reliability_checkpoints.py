@@ -4,14 +4,11 @@ hub, the CLIs), and the code does not run; real checkpoints load with weights_on
 truncated checkpoint gives a clear error; copies are atomic.
 """
 
-import argparse
 import ast
-import builtins
 import os
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -25,39 +22,7 @@ from fairseq_clear.checkpoint_safety import (
 )
 from harness.runs import logged
 from helpers import REPO, bin_path, run_cli, train_args
-
-
-class _Payload:
-    """Unpickling this calls ``fn(*args)``: the classic pickle code-execution gadget."""
-
-    def __init__(self, fn, *args):
-        self.fn, self.args = fn, args
-
-    def __reduce__(self):
-        return self.fn, self.args
-
-
-def payloads(marker: Path):
-    return {
-        "os.system": _Payload(os.system, f"touch {marker}"),
-        "builtins.exec": _Payload(builtins.exec, f"open({str(marker)!r}, 'w').write('ran')"),
-        "builtins.open": _Payload(builtins.open, str(marker), "w"),
-    }
-
-
-def evil_checkpoint(trained_path, out: Path, marker: Path, payload="os.system", where="args",
-                    legacy=False):
-    """A real checkpoint with a payload injected, as an attacker would ship it."""
-    state = safe_load(trained_path)
-    gadget = payloads(marker)[payload]
-    if where == "args":
-        state["args"] = argparse.Namespace(arch="clear_roberta_tiny", hook=gadget)
-    elif where == "model":
-        state["model"]["encoder.sentence_encoder.layernorm_embedding.weight"] = gadget
-    else:
-        state["extra_state"]["train_iterator"] = gadget
-    torch.save(state, out, _use_new_zipfile_serialization=not legacy)
-    return out
+from hostile import evil_checkpoint
 
 
 def test_crafted_payload_really_runs_code_without_weights_only(plain_checkpoint, tmp_path):

@@ -150,6 +150,41 @@ def make_binarized(workdir, train, valid, vocab_size=200, test=None):
     return dest
 
 
+CONFIG_DIR = REPO / "fairseq_clear" / "config"
+#: the hydra section whose _name is each fairseq-train option
+_NAMED = {"task": "--task", "criterion": "--criterion", "model": "--arch", "optimizer": "--optimizer",
+          "lr_scheduler": "--lr-scheduler"}
+
+
+def hydra_args(config, data, save_dir, *overrides):
+    """A fairseq-hydra-train command line of one of the plugin's YAML recipes (config/pretraining)."""
+    return [bin_path("fairseq-hydra-train"), "--config-dir", CONFIG_DIR / "pretraining", "--config-name", config,
+            f"common.user_dir={USER_DIR}", f"task.data={data}", f"checkpoint.save_dir={save_dir}", *overrides]
+
+
+def recipe_options(config) -> list:
+    """The fairseq-train options that say what the YAML recipe ``config`` says: each value as its
+    ``--option`` (``_name`` as --task, --arch, ...; lists comma-joined; true as a flag), leaving out
+    the hydra section and the values the user supplies (``???``: data, user dir)."""
+    from omegaconf import OmegaConf
+
+    out = []
+    for section, values in OmegaConf.to_container(OmegaConf.load(CONFIG_DIR / "pretraining" / f"{config}.yaml")).items():
+        if section == "hydra":
+            continue
+        for key, value in values.items():
+            if value == "???":
+                continue
+            if key == "_name":
+                out += [_NAMED[section], str(value)]
+            elif isinstance(value, bool):
+                out += [f"--{key.replace('_', '-')}"] if value else []
+            else:
+                value = ",".join(map(str, value)) if isinstance(value, list) else str(value)
+                out += [f"--{key.replace('_', '-')}", value]
+    return out
+
+
 def train_args(data, save_dir, *extra, max_update=20, batch_size=16, arch="clear_roberta_tiny",
                validate=False):
     """A fairseq-train command line for a tiny CPU run of the plugin (JSON logs, one per update)."""

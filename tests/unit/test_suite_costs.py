@@ -14,6 +14,8 @@ REAL_PROCESSES = {
     "e2e/test_recipe_ux.py": "a terminal (script(1)) around a shell function: no command of ours runs",
     "e2e/test_paper_recipes.py": "a recorder stands in for torchrun on PATH: no command of ours runs",
     "e2e/test_multitask.py": "SIGKILL mid-epoch and resume (harness.runs.run_until)",
+    "e2e/test_hydra.py": "setup.py builds a wheel (a program of its own)",
+    "reliability/test_entry_points.py": "SIGKILL of a fairseq-hydra-train run and resume (harness.runs.run_until)",
     "reliability/test_distributed_faults.py": "torchrun workers, one of them killed",
     "reliability/test_reliability_resume.py": "SIGKILL mid-epoch and resume (harness.runs.run_until)",
     "reliability/test_export_safety.py": "an export killed by SIGKILL leaves its staging directory",

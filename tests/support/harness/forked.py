@@ -72,6 +72,8 @@ _CODE_PRELOAD_ROOTS = ("fairseq_clear", "fairseq", "fairseq_cli", "torch", "nump
                        "sentence_transformers")
 #: console scripts that start processes of their own as their job
 _REAL_SCRIPTS = {"torchrun"}
+#: fairseq commands that import the --user-dir only inside their main
+_LATE_USER_DIR = {"fairseq_cli.hydra_train"}
 
 
 # ----------------------------------------------------------------------------------------- routing
@@ -179,7 +181,9 @@ def route(args, env, cwd):
     module = _script_imports(program)
     if module is None:
         return None
-    user_dir = _user_dir(args[1:], cwd) if module.startswith("fairseq_cli.") else None
+    # fairseq's option parsers import the --user-dir first thing; fairseq-hydra-train has none and
+    # imports it inside its main, after its call_main: preloading it there would change the run
+    user_dir = _user_dir(args[1:], cwd) if module.startswith("fairseq_cli.") and module not in _LATE_USER_DIR else None
     return {"mode": "path", "target": os.path.abspath(program), "argv": [args[0], *args[1:]],
             "path0": os.path.dirname(os.path.realpath(program)), "modules": [module],
             # the plugin is imported ahead; any other user dir is the run's own to import

@@ -16,10 +16,11 @@ import torch
 
 
 def logged(output: str, tag: str = "train_inner") -> List[dict]:
-    """The JSON records fairseq logged under ``tag`` (``--log-format json``)."""
+    """The JSON records fairseq logged under ``tag`` (``--log-format json``; fairseq-train's
+    "| tag |" lines and fairseq-hydra-train's "[tag][INFO] - " ones)."""
     records = []
     for line in output.splitlines():
-        if f"| {tag} |" in line and "{" in line:
+        if (f"| {tag} |" in line or f"][{tag}][" in line) and "{" in line:
             records.append(json.loads(line[line.index("{"):]))
     return records
 
