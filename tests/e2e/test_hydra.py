@@ -111,6 +111,27 @@ def test_a_stock_roberta_from_fairseqs_base_yaml_is_continued_with_clear_and_loa
     assert hub.embed(["The cat sees the ball."]).shape == (1, 32)
 
 
+def test_fairseqs_base_yaml_trains_clear_with_the_documented_overrides(tiny_data, tmp_path):
+    """docs/training.md: base.yaml names task, criterion and model in its body; ++ replaces them and
+    the run is the plugin's (its scope, CLEAR's two losses), scaled down to the CPU."""
+    import fairseq
+
+    base = Path(fairseq.__file__).parent / "examples" / "roberta" / "config" / "pretraining"
+    docs = (REPO / "docs" / "training.md").read_text(encoding="utf-8")
+    switch = ["++task._name=clear", "++criterion={_name:clear}", "++model._name=clear_roberta_base"]
+    assert all(f" {o} " in docs.replace("'", "") or f" {o}\n" in docs.replace("'", "") for o in switch)
+    proc = run_cli([bin_path("fairseq-hydra-train"), "--config-dir", base, "--config-name", "base",
+                    f"common.user_dir={USER_DIR}", f"task.data={tiny_data}", *switch[:2], "++model._name=clear_roberta_tiny",
+                    f"checkpoint.save_dir={tmp_path / 'ck'}", "common.fp16=false", "common.cpu=true",
+                    "common.log_format=json", "common.log_interval=1", "task.tokens_per_sample=64", "dataset.batch_size=8",
+                    "optimization.max_update=2", "optimization.update_freq=[1]", "lr_scheduler.warmup_updates=1",
+                    "+lr_scheduler.total_num_update=2", "model.max_positions=64"], cwd=tmp_path)
+    assert "the plugin's fixes act in this run (from its task ClearTask on)" in proc.stdout
+    records = logged(proc.stdout)
+    assert [int(r["num_updates"]) for r in records] == [1, 2] and all(float(r["cl_loss"]) > 0 for r in records)
+    assert load_state(tmp_path / "ck" / "checkpoint_last.pt")["cfg"]["criterion"]["_name"] == "clear"
+
+
 def test_clear_config_dir_names_the_recipes(tmp_path):
     out = run_cli([bin_path("clear-config-dir")], cwd=tmp_path).stdout.strip()
     assert Path(out) == CONFIG_DIR
@@ -147,7 +168,8 @@ def test_every_recipe_composes_under_hydra_as_fairseq_reads_it(config):
     from fairseq.dataclass.initialize import hydra_init
 
     hydra_init(config)
-    with initialize_config_dir(config_dir=str(CONFIG_DIR / "pretraining"), version_base=None):
+    # version 1.1's rules, as fairseq-hydra-train's hydra.main (without a version_base) composes
+    with initialize_config_dir(config_dir=str(CONFIG_DIR / "pretraining"), version_base="1.1"):
         cfg = compose(config_name=config, overrides=[f"common.user_dir={USER_DIR}", "task.data=D"])
     written = OmegaConf.to_container(OmegaConf.load(CONFIG_DIR / "pretraining" / f"{config}.yaml"))
     for section, values in written.items():
