@@ -39,7 +39,8 @@ setup(
     "objectives as a fairseq --user-dir plugin",
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",
-    python_requires=">=3.9",
+    # fresh clones install and train bitwise-equal on 3.10-3.13; 3.9 has no torch 2.13
+    python_requires=">=3.10",
     packages=find_packages(include=["fairseq_clear", "fairseq_clear.*"]),
     # the hydra configs (fairseq-hydra-train --config-dir $(clear-config-dir)/pretraining)
     package_data={"fairseq_clear": ["config/*/*.yaml"]},
@@ -88,6 +89,10 @@ setup(
     license="MIT",
     classifiers=[
         "Programming Language :: Python :: 3",
+        "Programming Language :: Python :: 3.10",
+        "Programming Language :: Python :: 3.11",
+        "Programming Language :: Python :: 3.12",
+        "Programming Language :: Python :: 3.13",
         "Topic :: Scientific/Engineering :: Artificial Intelligence",
     ],
 )

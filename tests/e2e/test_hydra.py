@@ -50,6 +50,9 @@ def test_a_recipe_under_hydra_is_the_same_run_as_under_fairseq_train(tiny_data, 
     vectors = [ClearRobertaModel.from_pretrained(str(tmp_path / d), "checkpoint_last.pt", str(tiny_data)).embed(sentences)
                for d in ("h", "f")]
     assert vectors[0].shape == (2, 128) and (vectors[0] == vectors[1]).all()
+    export = run_cli([bin_path("clear-export-hf"), "--checkpoint", tmp_path / "h" / "checkpoint_last.pt", "--data",
+                      tiny_data, "--out", tmp_path / "export", "--cpu"], cwd=tmp_path)
+    assert "verified: the export matches the hub" in export.stdout
 
 
 def test_accumulate_contrastive_under_hydra_acts_as_on_the_command_line(tiny_data, tmp_path):
@@ -77,8 +80,8 @@ _TINY_ROBERTA = ["+model.encoder_layers=2", "+model.encoder_embed_dim=32", "+mod
 
 def test_a_stock_roberta_from_fairseqs_base_yaml_is_continued_with_clear_and_loaded_by_the_hub(tiny_data, tmp_path):
     """fairseq's own examples/roberta/config/pretraining/base.yaml (scaled down, no plugin) writes a
-    checkpoint whose cfg.model has only _name: roberta. The plugin continues it with --task clear
-    (--finetune-from-model) and the hub loads both."""
+    checkpoint whose cfg.model has only _name: roberta. The hub loads it, clear-export-hf exports it,
+    the plugin continues it with --task clear (--finetune-from-model) and the hub loads that."""
     import fairseq
 
     from fairseq_clear.models import ClearRobertaModel
@@ -95,6 +98,9 @@ def test_a_stock_roberta_from_fairseqs_base_yaml_is_continued_with_clear_and_loa
     assert state["cfg"]["task"]["_name"] == "masked_lm"
     hub = ClearRobertaModel.from_pretrained(str(stock), "checkpoint_last.pt", str(tiny_data))
     assert hub.embed(["The cat sees the ball."]).shape == (1, 32)
+    export = run_cli([bin_path("clear-export-hf"), "--checkpoint", stock / "checkpoint_last.pt", "--data", tiny_data,
+                      "--out", tmp_path / "export", "--cpu"], cwd=tmp_path)
+    assert "verified: the export matches the hub" in export.stdout
     continued = run_cli([bin_path("fairseq-train"), tiny_data, "--user-dir", USER_DIR, "--task", "clear",
                          "--criterion", "clear", "--arch", "clear_roberta", "--encoder-layers", "2",
                          "--encoder-embed-dim", "32", "--encoder-ffn-embed-dim", "64", "--encoder-attention-heads", "2",

@@ -6,7 +6,6 @@ import json
 import math
 import os
 import stat
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -22,7 +21,7 @@ json.dump(sys.argv[1:], open({out!r}, "w"))
 
 def _recipe_args(tmp_path, script, *extra):
     """The torchrun arguments the recipe would run (torchrun replaced by a recorder)."""
-    from helpers import bin_path
+    from helpers import bin_path, run_cli
 
     bindir = tmp_path / "bin"
     bindir.mkdir()
@@ -30,9 +29,8 @@ def _recipe_args(tmp_path, script, *extra):
     shim = bindir / "torchrun"
     shim.write_text(STANDIN.format(out=str(out)))
     shim.chmod(shim.stat().st_mode | stat.S_IEXEC)
-    env = dict(os.environ, PATH=f"{bindir}:{Path(bin_path('fairseq-train')).parent}:{os.environ['PATH']}")
-    subprocess.run(["bash", str(RECIPES / script), str(tmp_path / "data-bin"), *extra], env=env, check=True,
-                   capture_output=True, text=True)
+    env = {"PATH": f"{bindir}:{Path(bin_path('fairseq-train')).parent}:{os.environ['PATH']}"}
+    run_cli(["bash", RECIPES / script, tmp_path / "data-bin", *extra], env=env)
     return json.loads(out.read_text())
 
 

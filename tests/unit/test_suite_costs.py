@@ -12,7 +12,6 @@ REAL_PROCESSES = {
     "e2e/test_forked_runner.py": "the real command is the reference the forked runner is compared with",
     "e2e/test_preprocess.py": "SIGKILL of clear-prepare's process group mid-encoding",
     "e2e/test_recipe_ux.py": "a terminal (script(1)) around a shell function: no command of ours runs",
-    "e2e/test_paper_recipes.py": "a recorder stands in for torchrun on PATH: no command of ours runs",
     "e2e/test_multitask.py": "SIGKILL mid-epoch and resume (harness.runs.run_until)",
     "e2e/test_hydra.py": "setup.py builds a wheel (a program of its own)",
     "reliability/test_entry_points.py": "SIGKILL of a fairseq-hydra-train run and resume (harness.runs.run_until)",
@@ -67,3 +66,24 @@ def test_the_guard_sees_each_way_of_starting_a_process(tmp_path):
     probe.write_text("import subprocess\nsubprocess.run(['x'])\nsubprocess.Popen(['x'])\n"
                      "run_until(['x'], None)\nrun_cli(['x'], real=True)\nrun_cli(['x'])\nrun_captured(['x'])\n")
     assert _starts(probe) == [2, 3, 4, 5]
+
+
+def test_readme_and_makefile_state_the_same_times():
+    """How long `make test` and `make test-fast` take is stated in two places; they agree (the
+    numbers come from a measured run: `make test` prints its wall time)."""
+    import re
+
+    root = TESTS.parent
+    readme = " ".join((root / "README.md").read_text(encoding="utf-8").split())
+    makefile = " ".join(line.lstrip("# ") for line in (root / "Makefile").read_text(encoding="utf-8").splitlines()
+                        if line.startswith("#"))
+
+    def times(text):
+        full = re.findall(r"about (\d+) minutes on 2 cores", text)
+        fast = re.findall(r"unit[^)]*?about (\d+) seconds", text)
+        assert len(full) == len(fast) == 1, (full, fast)
+        return int(full[0]), int(fast[0])
+
+    assert times(readme) == times(makefile)
+    assert times(readme)[0] < 20  # CI's budget is 90 minutes; the project's is well under 20
+
