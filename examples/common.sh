@@ -5,6 +5,9 @@
 # train_logged LOG OPTIONS...   fairseq-train with the full log (config dump, model, warnings) in LOG
 #           and the rest on the terminal: fairseq's progress bar (--log-format tqdm, with its ETA)
 #           on a terminal, plain json lines elsewhere (a --log-format of yours wins)
+# drop_interval_checkpoints SAVE_DIR [USER OPTIONS]   after a run, with KEEP=0 (the default): the
+#           interval checkpoint fairseq keeps at the least (continued.py passes --keep-interval-updates
+#           1), which checkpoint_best.pt and checkpoint_last.pt make needless; none with yours
 if [[ -z "${CPU:-}" ]]; then
   CPU=$(python -c 'import torch; print(0 if torch.cuda.is_available() else 1)' 2>/dev/null || echo 1)
   if [[ "$CPU" == "1" ]]; then
@@ -23,4 +26,12 @@ train_logged() {
   local format=(--log-format json)
   if [[ -t 1 && -t 2 ]]; then format=(--log-format tqdm); fi
   python -m fairseq_clear.cli.train_log --log "$log" -- "${format[@]}" "$@"
+}
+
+drop_interval_checkpoints() {
+  local dir=$1; shift
+  case "$dir" in -*) dir=./$dir ;; esac  # else read as an option by find
+  [[ "${KEEP:-0}" =~ ^0+$ ]] || return 0
+  case " $* " in *" --keep-interval-updates"*) return 0 ;; esac  # yours: fairseq keeps what it says
+  find "$dir" -maxdepth 1 -regextype posix-extended -regex '.*/checkpoint_[0-9]+_[0-9]+\.pt' -delete
 }

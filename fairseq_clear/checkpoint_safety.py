@@ -36,6 +36,10 @@ class CorruptCheckpointError(FairseqClearError, RuntimeError):
     """A checkpoint file is truncated or damaged (e.g. copied or written when a run was killed)."""
 
 
+class NotACheckpointError(FairseqClearError, ValueError):
+    """A file given as a checkpoint that torch.save did not write (e.g. a file of zeros)."""
+
+
 def _looks_corrupt(path, error) -> bool:
     if isinstance(error, (FileNotFoundError, PermissionError, IsADirectoryError)):
         return False
@@ -91,8 +95,18 @@ def is_zip(path) -> bool:
 
 
 def verify_integrity(path) -> None:
-    """Refuse a torch zip checkpoint with a damaged record (a flipped bit loads silently otherwise)."""
-    if is_zip(path):
+    """Refuse a torch zip checkpoint with a damaged record (a flipped bit loads silently otherwise),
+    and a file torch.save did not write (neither its zip format nor a legacy pickle)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(2)
+    except OSError:
+        return  # the load names what is wrong with it
+    if head and head != b"PK" and head[:1] != b"\x80":  # pickle protocol 2+ starts with PROTO
+        raise NotACheckpointError(
+            f"checkpoint '{path}' is not a file torch.save wrote (it starts with {head!r}, neither a zip "
+            "archive nor a pickle): give a checkpoint fairseq-train wrote")
+    if head == b"PK":
         damage = zip_damage(path)
         if damage:
             raise CorruptCheckpointError(

@@ -9,6 +9,8 @@ tensor data is touched), and the model the config describes may hold at most
 ``MAX_GROWTH`` times the file's parameters (plus ``SLACK_PARAMETERS`` for heads a task adds).
 """
 
+import dataclasses
+import math
 import os
 
 from .errors import FairseqClearError
@@ -41,6 +43,29 @@ class CheckpointSizeError(FairseqClearError, ValueError):
     """A checkpoint's config asks for sizes its weights do not have (or no model could)."""
 
 
+class CheckpointValueError(FairseqClearError, ValueError):
+    """A checkpoint's config value is not what its option takes."""
+
+
+def option_value(checkpoint: str, field: str, value, kind) -> str:
+    """``value`` of a checkpoint's config as the command-line word of its option, checked to be what
+    the option takes (``int``: a positive integer; ``float``: a finite positive number; a collection:
+    one of its values). The recipes put these words into fairseq-train's command line: a string from
+    the file must never become an option of its own (e.g. a second --user-dir) or a path."""
+    try:
+        if kind is int and not isinstance(value, bool) and int(value) == value and int(value) > 0:
+            return str(int(value))
+        if kind is float and not isinstance(value, bool) and 0 < float(value) < math.inf:
+            return repr(float(value))
+        if isinstance(kind, (list, tuple, frozenset, set)) and isinstance(value, str) and value in kind:
+            return str(value)
+    except (TypeError, ValueError, OverflowError):
+        pass
+    raise CheckpointValueError(f"{checkpoint}: {field} is {value!r}, not "
+                                + ("a positive integer" if kind is int else "a finite positive number" if kind is float
+                                   else f"one of {sorted(kind)}"))
+
+
 def _get(section, key):
     if section is None:
         return None
@@ -50,6 +75,45 @@ def _get(section, key):
 def _shape(weights, name):
     tensor = weights.get(name) if isinstance(weights, dict) else None
     return tuple(tensor.shape) if hasattr(tensor, "shape") else None
+
+
+def bounds(config_class) -> dict:
+    """``{field: (low, high)}`` of a dataclass config's fields whose metadata gives ``bounds``: the
+    inclusive range of a size or rate, written next to its option (the one list), checked at start-up
+    and in a checkpoint's config before anything is built."""
+    if not dataclasses.is_dataclass(config_class):
+        return {}
+    return {f.name: f.metadata["bounds"] for f in dataclasses.fields(config_class) if "bounds" in f.metadata}
+
+
+def out_of_bounds(section, config_class):
+    """``(field, value, why)`` for the first field of ``section`` outside its ``bounds`` (not a number
+    of the field's kind, not finite, or out of range), else None."""
+    for name, (low, high) in bounds(config_class).items():
+        value = _get(section, name)
+        if value is None:
+            continue
+        integer = isinstance(low, int) and isinstance(high, int)
+        if isinstance(value, bool) or not isinstance(value, int if integer else (int, float)):
+            return name, value, f"not {'an integer' if integer else 'a number'}"
+        if not low <= value <= high:  # written so that nan fails too
+            return name, value, f"outside {low}..{high}"
+    return None
+
+
+#: the model's rates: finite, in these ranges (a layer norm's eps of inf gives one vector for every
+#: sentence; a dropout outside [0, 1] is refused by torch only at the first forward)
+RATES = {"layernorm_eps": (1e-30, 1.0), "dropout": (0.0, 1.0), "attention_dropout": (0.0, 1.0),
+         "activation_dropout": (0.0, 1.0), "pooler_dropout": (0.0, 1.0)}
+
+
+def _registered(group: str, name):
+    """(config class, component class) fairseq registered under ``name`` for ``group`` (task, criterion)."""
+    from fairseq import criterions, tasks
+
+    if group == "task":
+        return tasks.TASK_DATACLASS_REGISTRY.get(name), tasks.TASK_REGISTRY.get(name)
+    return criterions.CRITERION_DATACLASS_REGISTRY.get(name), criterions.CRITERION_REGISTRY.get(name)
 
 
 def model_section(state):
@@ -122,6 +186,20 @@ def check_sizes(state, path) -> None:
     for field, actual in found.items():
         if actual is not None and field in sizes and sizes[field] != actual:
             refuse(f"its config's {field} is {sizes[field]} but its weights have {actual}")
+    for field, (low, high) in RATES.items():
+        value = _get(model, field)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                  or not low <= value <= high):
+            refuse(f"its config's {field} is {value!r}, not a number in {low:g}..{high:g}")
+    cfg = state.get("cfg")
+    sections = {group: _get(cfg, group) if cfg is not None else state.get("args") for group in ("task", "criterion")}
+    names = {"task": _get(sections["task"], "_name") or _get(state.get("args"), "task"),
+             "criterion": _get(sections["criterion"], "_name") or _get(state.get("args"), "criterion")}
+    for group, section in sections.items():
+        config_class, _ = _registered(group, names[group]) if isinstance(names[group], str) else (None, None)
+        problem = out_of_bounds(section, config_class)
+        if problem:
+            refuse("its config's {} option {} is {!r}: {}".format(group, *problem))
     heads, width = sizes.get("encoder_attention_heads"), sizes.get("encoder_embed_dim")
     if heads and width and width % heads:
         refuse(f"its config's encoder_embed_dim {width} is not a multiple of encoder_attention_heads {heads}")
@@ -129,6 +207,22 @@ def check_sizes(state, path) -> None:
     if all(k in sizes for k in needed):
         vocab = embed[0] if embed else 0
         described, held = described_parameters(sizes, vocab), _parameters(weights)
+        # heads a task adds where fairseq builds the model (seed 004's), as the task builds them
+        task_class = _registered("task", names["task"])[1] if isinstance(names["task"], str) else None
+        head_shapes = getattr(task_class, "built_head_shapes", None)
+        if head_shapes is not None:
+            representation = sizes.get("sentence_mlp_dim") if sizes.get("sentence_mlp_hidden_dim") else 0
+            try:
+                shapes, parameters = head_shapes(sections["task"], representation or sizes["encoder_embed_dim"],
+                                                 weights if isinstance(weights, dict) else {})
+            except FairseqClearError as e:
+                refuse(f"its task config cannot build its heads: {e}")
+            for name, shape in shapes.items():
+                actual = _shape(weights, name)
+                if actual is not None and actual != shape:
+                    refuse(f"its task config builds {name} of shape {tuple(shape)}, but its weights have "
+                           f"{actual}")
+            described += parameters
         if described > MAX_GROWTH * held + SLACK_PARAMETERS:
             refuse(f"its config describes a model of {described:,} parameters, but the file holds "
                    f"{held:,}: loading it would allocate far more than its own weights")

@@ -3,9 +3,10 @@
     python -m fairseq_clear.continued MODE CHECKPOINT|- [--cpu] [--sts-dev FILE]
         [--data DATA --recipe-options "RECIPE OPTIONS" [--warmup-ratio R]] -- [USER OPTIONS]
 
-prints fairseq-train options (shell words, on one line) that the example recipes put after their
-own settings and before the user's options, and logs one line per value on stderr saying where it
-came from. A checkpoint that clear-import-hf recorded as a pre-trained model (``--pretrained-kind``,
+prints fairseq-train options (one argument per line: the recipes read them with mapfile, never
+word-split) that the example recipes put after their own settings and before the user's options,
+and logs one line per value on stderr saying where it came from; every value read from the
+checkpoint is checked to be what its option takes. A checkpoint that clear-import-hf recorded as a pre-trained model (``--pretrained-kind``,
 kept through training by model-args) or fairseq's stock RoBERTa gets the papers' values for
 *continued* training (SimCSE: lr 3e-5 unsupervised / 5e-5 supervised for base-size encoders, 1e-5
 for large ones; DeCLUTR 5e-5; CLEAR 1e-5) instead of the recipes' from-scratch ones (5e-4 on a
@@ -14,7 +15,10 @@ the user passes (in USER OPTIONS, or LR in the environment) always wins and is n
 
 With ``--sts-dev`` (STS-B dev, or the user's own pairs in its format) the run scores the
 starting model before the first update, every checkpoint interval after, and keeps the best
-(the start included) as checkpoint_best.pt (evaluation/sts_validation.py).
+(the start included) as checkpoint_best.pt (evaluation/sts_validation.py), checkpoint_last.pt and
+KEEP (environment, default 0) interval checkpoints. With ``--save-dir`` one line states the
+checkpoints the run keeps there and the disk they take, and a disk without room for two of them
+is refused before training (budget.checkpoint_plan).
 """
 
 import argparse
@@ -23,8 +27,8 @@ import shlex
 import sys
 from typing import Dict, List, Tuple
 
+from .budget import checkpoint_plan, keep_from, plan, weight_bytes
 from .budget import given as _given
-from .budget import plan
 from .paper_defaults import CONTINUED, PAPER_BATCH  # the papers' values live in one file
 
 MODES = ("clear", "declutr", "simcse-unsup", "simcse-sup", "clsr")
@@ -33,7 +37,8 @@ LARGE_DIM = 1024
 
 
 def read_record(checkpoint: str) -> Dict[str, object]:
-    """What the checkpoint is: pretrained_kind, pretrained_pooling, sentence_normalize, encoder_embed_dim."""
+    """What the checkpoint is: pretrained_kind, pretrained_pooling, sentence_normalize, encoder_embed_dim,
+    and weight_bytes (its weights in fp32: the size of the run's checkpoints follows)."""
     import fairseq_clear  # noqa: F401  (allow-listed, weights_only loading)
     from .checkpoint_safety import safe_load
     from .checkpoint_safety import stock_roberta_names
@@ -48,12 +53,23 @@ def read_record(checkpoint: str) -> Dict[str, object]:
     stock = stock_roberta_names()
     if not kind and (get("_name") in stock or get("arch") in stock):
         kind = "encoder"  # fairseq's roberta.base as shipped
-    return {"pretrained_kind": kind, "pretrained_pooling": get("pretrained_pooling"),
-            "sentence_normalize": bool(get("sentence_normalize")), "encoder_embed_dim": get("encoder_embed_dim")}
+    # each value becomes a word of fairseq-train's command line: only what its option takes
+    from .checkpoint_sizes import option_value
+    from .models.pooling import POOLING_CHOICES, PRETRAINED_KINDS
+
+    pooling, width, normalize = get("pretrained_pooling"), get("encoder_embed_dim"), get("sentence_normalize")
+    if normalize not in (None, True, False):
+        option_value(checkpoint, "sentence_normalize", normalize, {True, False})
+    return {"pretrained_kind": kind and option_value(checkpoint, "pretrained_kind", kind, PRETRAINED_KINDS),
+            "pretrained_pooling": pooling and option_value(checkpoint, "pretrained_pooling", pooling, POOLING_CHOICES),
+            "sentence_normalize": bool(normalize),
+            "encoder_embed_dim": width and int(option_value(checkpoint, "encoder_embed_dim", width, int)),
+            "weight_bytes": weight_bytes(state)}
 
 
-def sts_options(user: List[str], max_update: int = 0, sts_dev: str = "") -> Tuple[List[str], List[str]]:
-    """(fairseq-train options, log lines) of STS_DEV: score the start and keep the best."""
+def sts_options(user: List[str], max_update: int = 0, sts_dev: str = "", keep: int = 0) -> Tuple[List[str], List[str]]:
+    """(fairseq-train options, log lines) of STS_DEV: score the start and keep the best; of any
+    interval saves (STS_DEV's or yours): keep ``keep`` (KEEP) interval checkpoints, not every one."""
     out, log = [], []
     if sts_dev:
         interval = max(1, min(125, max_update // 10)) if max_update else 125  # SimCSE evaluates every 125
@@ -61,6 +77,11 @@ def sts_options(user: List[str], max_update: int = 0, sts_dev: str = "") -> Tupl
             out += ["--validate-interval-updates", str(interval)]
         if not _given(user, "save-interval-updates"):
             out += ["--save-interval-updates", str(interval)]
+    if (sts_dev or _given(user, "save-interval-updates")) and not _given(user, "keep-interval-updates"):
+        # fairseq keeps every interval checkpoint unless told (0 too), and at least its newest one when
+        # told: the recipes remove that one at the end when KEEP is 0 (drop_interval_checkpoints, common.sh)
+        out += ["--keep-interval-updates", str(max(keep, 1))]
+    if sts_dev:
         out += ["--sts-validation", sts_dev, "--best-checkpoint-metric", "sts_b_spearman",
                 "--maximize-best-checkpoint-metric"]
         log.append(f"STS dev {sts_dev}: the start is scored before the first update, then every "
@@ -74,7 +95,7 @@ def sts_options(user: List[str], max_update: int = 0, sts_dev: str = "") -> Tupl
 
 
 def options(mode: str, record: Dict[str, object], cpu: bool, user: List[str], env: Dict[str, str],
-            max_update: int = 0, sts_dev: str = "") -> Tuple[List[str], List[str]]:
+            max_update: int = 0, sts_dev: str = "", keep: int = 0) -> Tuple[List[str], List[str]]:
     """(fairseq-train options, log lines saying where each value comes from)."""
     out, log = [], []
 
@@ -109,7 +130,7 @@ def options(mode: str, record: Dict[str, object], cpu: bool, user: List[str], en
     else:
         log.append("the checkpoint was not imported as a pre-trained model (no --pretrained-kind): the recipe's "
                    "own values (sized for a model trained here from scratch)")
-    sts, sts_log = sts_options(user, max_update, sts_dev)
+    sts, sts_log = sts_options(user, max_update, sts_dev, keep)
     out += sts
     log += sts_log
     return out, log
@@ -155,10 +176,15 @@ def main(argv=None):
     p.add_argument("--data", default="", help="the binarized corpus: the budget comes from its size")
     p.add_argument("--recipe-options", default="", help="the recipe's own fairseq-train options (one string)")
     p.add_argument("--warmup-ratio", type=float, default=0.0)
+    p.add_argument("--save-dir", default="", help="the run's --save-dir: its checkpoints' disk is stated and checked")
     args = p.parse_args(argv)
     if args.sts_dev and not os.path.exists(args.sts_dev):
         sys.exit(f"error: STS_DEV '{args.sts_dev}' does not exist")
     env = dict(os.environ)
+    try:
+        keep = keep_from(env)
+    except ValueError as e:
+        sys.exit(f"error: {e}")
     try:
         record = read_record(args.checkpoint) if args.checkpoint != "-" else {}
     except Exception as e:  # an unreadable checkpoint: model-args names it too
@@ -177,14 +203,30 @@ def main(argv=None):
             sys.exit(f"error: {e}")
     if record:
         words, log = options(args.mode, record, args.cpu, user, env, max_update,
-                             os.path.abspath(args.sts_dev) if args.sts_dev else "")
+                             os.path.abspath(args.sts_dev) if args.sts_dev else "", keep)
     else:
-        words, log = sts_options(user, max_update, os.path.abspath(args.sts_dev) if args.sts_dev else "")
+        words, log = sts_options(user, max_update, os.path.abspath(args.sts_dev) if args.sts_dev else "", keep)
         log = log if args.sts_dev else []  # a model from scratch: nothing to keep from the start
     words, log = words + budget, budget_log + log
+    save_dir = _given(user, "save-dir") or args.save_dir
+    if save_dir:  # before training: a full disk found at the first save loses the run's time
+        every = shlex.split(args.recipe_options) + words + user
+        try:
+            disk_log, error = checkpoint_plan(args.mode, record.get("weight_bytes"), save_dir, every, user, keep,
+                                              max_update)
+        except (OSError, ValueError) as e:
+            error, disk_log = f"--save-dir '{save_dir}': {e}", []
+        log += disk_log
+        if error:
+            for line in log:
+                print(f"recipe: {line}", file=sys.stderr)
+            sys.exit(f"error: {error}")
+    bad = [w for w in words if "\n" in w or "\0" in w]
+    if bad:  # one argument per line: a line break inside one would split it
+        sys.exit(f"error: {bad[0]!r}: a line break in an option's value (STS_DEV?) cannot be passed to the recipe")
     for line in log:
         print(f"recipe: {line}", file=sys.stderr)
-    print(" ".join(words))
+    print("\n".join(words))  # one argument per line (the recipes' mapfile): never word-split
 
 
 if __name__ == "__main__":

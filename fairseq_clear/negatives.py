@@ -16,8 +16,9 @@ Two rules, each a pure function of plain tensors:
   premise) are not negatives; a hard negative is not one when its key is one of the anchor pair's.
 * :func:`guide_mask` (GISTEmbed, Solatorio 2024; sentence-transformers' ``GISTEmbedLoss``): a
   frozen guide model's cosine similarities; a candidate the guide scores above the anchor's
-  positive (``absolute``: ``sim > sim_pos - margin``; ``relative``: ``sim > sim_pos·(1 - margin)``)
-  is not a negative.
+  positive (``absolute``: ``sim > sim_pos - margin``; ``relative``: ``sim > sim_pos - |sim_pos|·margin``,
+  GISTEmbedLoss's form and the miner's: ``sim_pos·(1 - margin)`` would raise the bar when the
+  guide's positive cosine is negative) is not a negative.
 
 The anchor's own positive is never masked (the losses keep it whatever the mask says).
 """
@@ -105,7 +106,7 @@ def guide_mask(guide: Tuple[torch.Tensor, torch.Tensor, Optional[torch.Tensor]],
     if strategy == "absolute":
         mask = sims > positive - margin
     elif strategy == "relative":
-        mask = sims > positive * (1 - margin)
+        mask = sims > positive - positive.abs() * margin
     else:
         raise ValueError(f"unknown guide margin strategy {strategy!r}")
     index = torch.arange(mask.size(0), device=mask.device)

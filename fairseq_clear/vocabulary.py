@@ -539,8 +539,9 @@ def read_record(directory: str) -> Optional[dict]:
     try:
         with open(path, encoding="utf-8") as f:
             rec = json.load(f)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise TokenizerError(f"'{path}' is not a readable tokenizer record: {e}") from None
+    except (OSError, ValueError, RecursionError) as e:  # ValueError: not UTF-8 or not JSON; too deep
+        raise TokenizerError(f"'{path}' is not a readable tokenizer record: {type(e).__name__}: "
+                             f"{str(e)[:200]}") from None
     if not isinstance(rec, dict) or rec.get("kind") not in TOKENIZERS or not isinstance(rec.get("files"), dict):
         raise TokenizerError(f"'{path}': 'kind' must be one of {', '.join(kinds())} with a 'files' object")
     for name in rec["files"].values():

@@ -23,6 +23,7 @@
 #   BATCH     (default: the paper's 512)            output size (default: the encoder's)
 #   POOLING   mean (paper, Table 4) or cls; default: a sentence-embedding model's own pooling, else mean
 #   SEED      (default: 1)                   STS_DEV  STS-B's sts-dev.csv: the start scored, the best kept
+#   KEEP      interval checkpoints kept beside checkpoint_best.pt and checkpoint_last.pt (default: 0)
 #
 #   OPTIMIZER adam (default, lr 1e-3) or sgd (momentum 0.9, lr 0.5)   LR  overrides
 #
@@ -45,7 +46,7 @@ source "$(cd "$(dirname "$0")/.." && pwd)/common.sh"
 # a refusal (its error: line is on stderr) stops the recipe: set -e does not see a failure
 # inside "<<< $(...)", so the flags are captured first
 MODEL_ARGS_TEXT=$(python -m fairseq_clear.cli.glue model-args "$INIT")
-read -r -a MODEL_ARGS <<< "$MODEL_ARGS_TEXT"
+mapfile -t MODEL_ARGS < <(printf '%s' "$MODEL_ARGS_TEXT")  # one argument per line, never word-split
 # e and h default to the encoder's width (768 for a base model, as in the paper)
 E_DIM=${E_DIM:-$(printf '%s\n' "${MODEL_ARGS[@]}" | grep -A1 -- '--encoder-embed-dim' | tail -1)}
 if [[ "$CPU" == "1" ]]; then
@@ -80,8 +81,8 @@ echo "CLSR: $ROWS pairs, batch $BATCH, $PER_EPOCH updates/epoch, $EPOCHS epochs 
 POOL=(--sentence-pooling mean); MY_POOL=()
 if [[ -n "${POOLING:-}" ]]; then POOL=(); MY_POOL=(--sentence-pooling "$POOLING"); fi
 CONT=$(python -m fairseq_clear.continued clsr "$INIT" ${CPU_FLAG[@]+"${CPU_FLAG[@]}"} --max-update "$MAX_UPDATE" \
-  ${STS_DEV:+--sts-dev "$STS_DEV"} -- ${MY_POOL[@]+"${MY_POOL[@]}"} "$@") || exit 1
-read -r -a CONTINUED <<< "$CONT"
+  ${STS_DEV:+--sts-dev "$STS_DEV"} --save-dir "$SAVE_DIR" -- ${MY_POOL[@]+"${MY_POOL[@]}"} "$@") || exit 1
+mapfile -t CONTINUED < <(printf '%s' "$CONT")  # one argument per line, never word-split
 LOG_INTERVAL=$PER_EPOCH
 if [[ "$CPU" == "1" && "$PER_EPOCH" -gt 5 ]]; then LOG_INTERVAL=5; fi  # a line within seconds on a CPU
 mkdir -p "$SAVE_DIR"
@@ -100,3 +101,4 @@ train_logged "$SAVE_DIR/train.log" "$DATA" --user-dir "$USER_DIR" \
   --save-interval $(( EPOCHS / 10 > 0 ? EPOCHS / 10 : 1 )) --validate-interval $(( EPOCHS / 10 > 0 ? EPOCHS / 10 : 1 )) \
   --log-interval "$LOG_INTERVAL" "${DEVICE[@]}" \
   ${CONTINUED[@]+"${CONTINUED[@]}"} ${MY_POOL[@]+"${MY_POOL[@]}"} "$@"
+drop_interval_checkpoints "$SAVE_DIR" "$@"  # KEEP=0: checkpoint_best.pt and checkpoint_last.pt alone

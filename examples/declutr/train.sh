@@ -18,6 +18,7 @@
 #   EPOCHS      passes over the documents DeCLUTR can sample (default: the paper's 1): --max-update
 #               and the schedule come from DATA_BIN; MAX_UPDATE sets the number of updates instead
 #   STS_DEV     STS-B's sts-dev.csv (or your own pairs): the start scored, the best kept
+#   KEEP        interval checkpoints kept beside checkpoint_best.pt and checkpoint_last.pt (default: 0)
 #   ARCH        model when training from scratch (default: clear_roberta_base; with
 #               INIT_CHECKPOINT the checkpoint's arch, sizes and positions are used)
 #   SEED        random seed (default: 1)
@@ -63,15 +64,15 @@ if [[ "$INIT" != "-" ]]; then
   # a refusal (its error: line is on stderr) stops the recipe: set -e does not see a failure
   # inside "<<< $(...)", so the flags are captured first
   MODEL_ARGS_TEXT=$(python -m fairseq_clear.cli.glue model-args "$INIT")
-  read -r -a MODEL_ARGS <<< "$MODEL_ARGS_TEXT"
+  mapfile -t MODEL_ARGS < <(printf '%s' "$MODEL_ARGS_TEXT")  # one argument per line, never word-split
   INIT_ARGS=(--finetune-from-model "$INIT" "${MODEL_ARGS[@]}")
 fi
 # a pre-trained model: DeCLUTR's continued-training values and the model's own pooling (yours win);
 # any model: --max-update, the schedule (warm-up over the first 10%) and the log interval from the
 # documents of DATA_BIN DeCLUTR can sample and EPOCHS
 CONT=$(python -m fairseq_clear.continued declutr "$INIT" ${CPU_FLAG[@]+"${CPU_FLAG[@]}"} --warmup-ratio 0.1 \
-  --data "$DATA" --recipe-options "${SETTINGS[*]} --num-anchors 2" ${STS_DEV:+--sts-dev "$STS_DEV"} -- "$@") || exit 1
-read -r -a CONTINUED <<< "$CONT"
+  --data "$DATA" --recipe-options "${SETTINGS[*]} --num-anchors 2" ${STS_DEV:+--sts-dev "$STS_DEV"} --save-dir "$SAVE_DIR" -- "$@") || exit 1
+mapfile -t CONTINUED < <(printf '%s' "$CONT")  # one argument per line, never word-split
 INIT_ARGS+=(${CONTINUED[@]+"${CONTINUED[@]}"})
 
 mkdir -p "$SAVE_DIR"
@@ -86,3 +87,4 @@ train_logged "$SAVE_DIR/train.log" "$DATA" --user-dir "$USER_DIR" \
   --lr-scheduler polynomial_decay \
   --seed "$SEED" --save-dir "$SAVE_DIR" --no-epoch-checkpoints \
   "${SETTINGS[@]}" ${INIT_ARGS[@]+"${INIT_ARGS[@]}"} "$@"
+drop_interval_checkpoints "$SAVE_DIR" "$@"  # KEEP=0: checkpoint_best.pt and checkpoint_last.pt alone

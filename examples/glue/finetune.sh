@@ -44,7 +44,8 @@ SETTINGS_ARGS=()
 # VALID_SUBSETS (MNLI: valid,valid1 = matched, mismatched)
 eval "$("$PYTHON" -m fairseq_clear.cli.glue settings "$TASK" "$DATA_BIN" ${SETTINGS_ARGS[@]+"${SETTINGS_ARGS[@]}"})"
 # the encoder's shape and positions must match the checkpoint's
-MODEL_ARGS=$("$PYTHON" -m fairseq_clear.cli.glue model-args "$CHECKPOINT")
+MODEL_ARGS_TEXT=$("$PYTHON" -m fairseq_clear.cli.glue model-args "$CHECKPOINT")
+mapfile -t MODEL_ARGS < <(printf '%s' "$MODEL_ARGS_TEXT")  # one argument per line, never word-split
 USER_DIR=$("$PYTHON" -c "import fairseq_clear.cli.user_dir as u; print(u.path())")
 
 if [[ "${CPU:-0}" == "1" ]]; then
@@ -55,14 +56,14 @@ fi
 
 mkdir -p "$SAVE_DIR"
 echo "fine-tuning $TASK: lr $LR, batch $MAX_SENTENCES, $MAX_EPOCH epochs, $TOTAL_NUM_UPDATES updates ($WARMUP_UPDATES warm-up), best checkpoint by $BEST_METRIC"
-# shellcheck disable=SC2086  # MODEL_ARGS, MAXIMIZE and CRITERION_ARGS are word lists
+# shellcheck disable=SC2086  # MAXIMIZE and CRITERION_ARGS are word lists of our own settings
 fairseq-train "$DATA_BIN" \
   --user-dir "$USER_DIR" \
   --restore-file "$CHECKPOINT" \
   --reset-optimizer --reset-dataloader --reset-meters --reset-lr-scheduler \
   --task sentence_prediction --num-classes "$NUM_CLASSES" \
   --init-token 0 --separator-token 2 --shorten-method truncate \
-  $MODEL_ARGS \
+  "${MODEL_ARGS[@]}" \
   --batch-size "$MAX_SENTENCES" --max-tokens 4400 --required-batch-size-multiple 1 \
   --criterion sentence_prediction $CRITERION_ARGS \
   --dropout 0.1 --attention-dropout 0.1 \

@@ -41,7 +41,7 @@ SPM="${SENTENCEPIECE_MODEL:-$PRETRAIN_DATA}"
 [[ -e "$SPM" ]] || { echo "error: no sentencepiece model '$SPM' (set SENTENCEPIECE_MODEL)" >&2; exit 1; }
 
 # fairseq-preprocess splits --validpref/--testpref at commas, so the split text files go to a
-# comma-free temporary folder; each TASK-bin is built beside its final name and renamed when
+# comma-free temporary folder; each TASK-bin is built beside its final name and moved in when
 # complete, so a failure leaves no half-written TASK-bin (and the previous one, if any, intact)
 mkdir -p "$OUT_DIR"
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/glue-prepare.XXXXXX")
@@ -53,6 +53,8 @@ for TASK in "${TASKS[@]}"; do
   [[ -d "$GLUE_DIR/$TASK" ]] || { echo "error: no folder '$GLUE_DIR/$TASK'" >&2; exit 1; }
   echo "== $TASK"
   FINAL="$OUT_DIR/$TASK-bin"
+  # a TASK-bin that is not empty and not an earlier output of this script is refused now
+  "$PYTHON" -m fairseq_clear.cli.glue publish --check-only "" "$FINAL"
   PARTIAL="$OUT_DIR/.$TASK-bin.partial-$$"
   DEST=$PARTIAL
   RAW="$WORK/$TASK-raw"
@@ -86,8 +88,9 @@ for TASK in "${TASKS[@]}"; do
   fi
   # the hub finds the tokenizer next to the data (ClearRobertaModel.from_pretrained)
   "$PYTHON" -m fairseq_clear.cli.glue copy-tokenizer "$SPM" "$DEST"
-  rm -rf "$RAW" "$FINAL"
-  mv "$PARTIAL" "$FINAL"
+  rm -rf "$RAW"
+  # only the files an earlier run wrote are replaced (export_manifest.json); a file of yours there stays
+  "$PYTHON" -m fairseq_clear.cli.glue publish "$PARTIAL" "$FINAL"
   PARTIAL=
   echo "wrote $FINAL"
 done

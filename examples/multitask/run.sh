@@ -15,16 +15,21 @@
 #            OUT/pretrain, OUT/finetune (checkpoints and logs), OUT/eval.json
 #
 # Environment: CPU=1 (CPU-sized: LIMIT train rows per task, default 512, 200 dev rows, 1 pre-training
-# epoch, 2 fine-tuning epochs, batch 16), PARAPHRASE (QQP), SCHEDULE (fusion; average is the seed's
-# final model), PRETRAIN=0 (skip the contrastive pre-training: the seed's "no pre-training" baseline),
-# PRETRAIN_EPOCHS (seed: 5), EPOCHS (seed: 10), SEED.
+# epoch, 1 NLI epoch, 2 fine-tuning epochs, batch 16), PARAPHRASE (QQP), SCHEDULE (fusion; average is
+# the seed's final model), PRETRAIN=0 (skip the contrastive pre-training: the seed's "no pre-training"
+# baseline), PRETRAIN_DATA (3given: the seed's "3 Given", Table 2; quora: the paraphrase pairs only,
+# Table 4's "Quora Only"), PRETRAIN_EPOCHS (seed: 5), NLI_EPOCHS (seed: 3, Table 8), EPOCHS (seed: 10), SEED.
 # NLI=nli_for_simcse.csv (SimCSE's sent0,sent1,hard_neg) adds a SimCSE-sup phase on NLI, with
 # NLI_ORDER=before (NLI, then the 3 datasets' pre-training) or after (the 3 datasets, then NLI): the
 # sequential schedules of §5.3, Table 5. Each phase starts from the previous phase's checkpoint_last.pt
-# (OUT/pretrain-nli, OUT/pretrain); the log says "recipe: phase NAME from START".
+# (OUT/pretrain-nli; 3given: OUT/pretrain-pairs-E, OUT/pretrain-unsup-E for each epoch E; quora:
+# OUT/pretrain); the log says "recipe: phase NAME from START".
 # The seed's values (§5.3): lr 1e-5, τ 0.05, batch 16, 10 epochs, heads of hidden 768 with dropout 0.3
-# (the task's defaults), the first head layer shared between paraphrase and STS; pre-training on the
-# paraphrase pairs with the non-paraphrases as negative pairs whose loss is maximised (§4.1).
+# (the task's defaults), the first head layer shared between paraphrase and STS; pre-training (§4.1)
+# on the paraphrase pairs with the non-paraphrases as negative pairs whose loss is maximised, "in each
+# epoch ... followed by unsupervised training on the other 2 datasets sequentially" (SimCSE-unsup on
+# the SST sentences, then on the STS sentences: one fairseq-train run per dataset group and epoch,
+# each from the last one's weights, so Adam's moments restart with each; the lr is fixed).
 set -euo pipefail
 if [[ $# -lt 3 ]]; then awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 1; fi
 MODEL_DIR=$1; GLUE_DIR=$2; OUT=$3; shift 3
@@ -37,6 +42,9 @@ PARAPHRASE=${PARAPHRASE:-QQP}
 [[ -d "$GLUE_DIR/$PARAPHRASE" ]] || { echo "error: no '$GLUE_DIR/$PARAPHRASE' (set PARAPHRASE=MRPC or QQP)" >&2; exit 1; }
 NLI_ORDER=${NLI_ORDER:-before}
 case "$NLI_ORDER" in before|after) ;; *) echo "error: NLI_ORDER must be before or after, got '$NLI_ORDER'" >&2; exit 1 ;; esac
+PRETRAIN_DATA=${PRETRAIN_DATA:-3given}
+case "$PRETRAIN_DATA" in 3given|quora) ;; *) echo "error: PRETRAIN_DATA must be 3given or quora, got '$PRETRAIN_DATA'" >&2; exit 1 ;; esac
+SEED=${SEED:-1}
 [[ -z "${NLI:-}" || -f "${NLI:-}" ]] || { echo "error: NLI file '$NLI' does not exist (SimCSE's nli_for_simcse.csv)" >&2; exit 1; }
 mkdir -p "$OUT"
 USER_DIR=$("$PYTHON" -c "import fairseq_clear, os; print(os.path.dirname(fairseq_clear.__file__))")
@@ -55,19 +63,22 @@ INIT=$MODEL/model.pt
 # 2. the three datasets (and the paraphrase pairs) with the model's own tokenizer
 if [[ "${CPU:-0}" == "1" ]]; then
   LIMITS=(--limit-train "${LIMIT:-512}" --limit-valid 200)
-  PRETRAIN_EPOCHS=${PRETRAIN_EPOCHS:-1}; EPOCHS=${EPOCHS:-2}; SETTINGS=(--cpu --num-workers 0)
+  PRETRAIN_EPOCHS=${PRETRAIN_EPOCHS:-1}; NLI_EPOCHS=${NLI_EPOCHS:-1}; EPOCHS=${EPOCHS:-2}
+  SETTINGS=(--cpu --num-workers 0)
 else
-  LIMITS=(); PRETRAIN_EPOCHS=${PRETRAIN_EPOCHS:-5}; EPOCHS=${EPOCHS:-10}; SETTINGS=(--num-workers 2)
+  LIMITS=(); PRETRAIN_EPOCHS=${PRETRAIN_EPOCHS:-5}; NLI_EPOCHS=${NLI_EPOCHS:-3}; EPOCHS=${EPOCHS:-10}
+  SETTINGS=(--num-workers 2)
 fi
 [[ -f "$OUT/data/multitask.json" ]] || "$PYTHON" -m fairseq_clear.cli.prepare_multitask --glue-dir "$GLUE_DIR" \
   --paraphrase "$PARAPHRASE" --tokenizer-from "$MODEL" --out "$OUT/data" ${LIMITS[@]+"${LIMITS[@]}"}
 MODEL_ARGS_TEXT=$("$PYTHON" -m fairseq_clear.cli.glue model-args "$INIT")
-read -r -a MODEL_ARGS <<< "$MODEL_ARGS_TEXT"
+mapfile -t MODEL_ARGS < <(printf '%s' "$MODEL_ARGS_TEXT")  # one argument per line, never word-split
 START=$INIT
 
 # 3. contrastive pre-training (§4.1): SimCSE's loss on [CLS] through a 2-layer MLP, the paraphrase
-#    pairs as positives and the non-paraphrases as negative pairs whose loss is maximised; with NLI,
-#    SimCSE-sup on NLI (contradictions as hard negatives) before or after it (§5.3, Table 5)
+#    pairs as positives and the non-paraphrases as negative pairs whose loss is maximised, then (3given)
+#    SimCSE-unsup on the SST and the STS sentences, every epoch; with NLI, SimCSE-sup on NLI
+#    (contradictions as hard negatives) for NLI_EPOCHS before or after it (§5.3, Tables 5 and 8)
 if [[ -n "${NLI:-}" ]]; then
   NLI_SRC=$NLI
   if [[ "${CPU:-0}" == "1" ]]; then  # the CPU form: the first LIMIT_PAIRS rows
@@ -90,33 +101,46 @@ if [[ "${PRETRAIN:-1}" == "1" ]]; then
     --format "$FORMAT" --negative-pairs --data "$MODEL" --out "$OUT/pairs"
 fi
 
-pretrain() {  # NAME PAIRS [task options]: from $START into OUT/NAME, then START = its checkpoint_last.pt
-  local name=$1 pairs=$2 dir=$OUT/$1
-  shift 2
+phase() {  # NAME EPOCHS SEED DATA [task options]: from $START into OUT/NAME, then START = its checkpoint_last.pt
+  local name=$1 epochs=$2 seed=$3 data=$4 dir=$OUT/$1
+  shift 4
   echo "recipe: phase $name from $START"
   mkdir -p "$dir"
   if [[ -f "$dir/checkpoint_last.pt" ]]; then  # done before: only if it started from the same checkpoint
     if [[ "$(cat "$dir/start.txt" 2>/dev/null)" != "$START" ]]; then
-      echo "error: $dir was trained from '$(cat "$dir/start.txt" 2>/dev/null || echo unknown)', not '$START' (NLI or NLI_ORDER changed?): use a new OUT" >&2
+      echo "error: $dir was trained from '$(cat "$dir/start.txt" 2>/dev/null || echo unknown)', not '$START' (NLI, PRETRAIN_DATA or NLI_ORDER changed?): use a new OUT" >&2
       exit 1
     fi
   else
     echo "$START" > "$dir/start.txt"
-    fairseq-train "$pairs" --user-dir "$USER_DIR" --task contrastive_pairs "$@" \
-      --criterion clear --loss-form simcse --temperature 0.05 --tokens-per-sample 128 \
+    fairseq-train "$data" --user-dir "$USER_DIR" "$@" --temperature 0.05 --tokens-per-sample 128 \
       --sentence-pooling cls --projection-layers 2 --projection-output-activation-fn linear \
       --finetune-from-model "$START" "${MODEL_ARGS[@]}" \
       --optimizer adam --adam-betas '(0.9,0.999)' --lr 2e-5 --lr-scheduler fixed --batch-size 16 \
-      --max-epoch "$PRETRAIN_EPOCHS" --disable-validation --seed "${SEED:-1}" \
+      --max-epoch "$epochs" --disable-validation --seed "$seed" \
       --save-dir "$dir" --no-epoch-checkpoints --log-format json --log-interval 10 \
       "${SETTINGS[@]}" 2>&1 | tee "$dir/train.log"
   fi
   START=$dir/checkpoint_last.pt
 }
+PAIRS=(--task contrastive_pairs --criterion clear --loss-form simcse)
+# SimCSE-unsup on the SST sentences, then on the STS pairs' sentences (every row of each, no head)
+UNSUP=(--task multitask --criterion multitask --schedule contrastive --contrastive-tasks sentiment,sts --downsample none)
+pretrain_given() {
+  if [[ "$PRETRAIN_DATA" == "quora" ]]; then
+    phase pretrain "$PRETRAIN_EPOCHS" "$SEED" "$OUT/pairs" "${PAIRS[@]}" --negative-pairs
+    return
+  fi
+  local e
+  for (( e = 1; e <= PRETRAIN_EPOCHS; e++ )); do  # each epoch its own seed, so its own order and dropout
+    phase "pretrain-pairs-$e" 1 $(( SEED + e - 1 )) "$OUT/pairs" "${PAIRS[@]}" --negative-pairs
+    phase "pretrain-unsup-$e" 1 $(( SEED + e - 1 )) "$OUT/data" "${UNSUP[@]}"
+  done
+}
 # (if, not &&: set -e does not apply inside a function called from an && list)
-if [[ -n "${NLI:-}" && "$NLI_ORDER" == "before" ]]; then pretrain pretrain-nli "$OUT/nli-pairs"; fi
-if [[ "${PRETRAIN:-1}" == "1" ]]; then pretrain pretrain "$OUT/pairs" --negative-pairs; fi
-if [[ -n "${NLI:-}" && "$NLI_ORDER" == "after" ]]; then pretrain pretrain-nli "$OUT/nli-pairs"; fi
+if [[ -n "${NLI:-}" && "$NLI_ORDER" == "before" ]]; then phase pretrain-nli "$NLI_EPOCHS" "$SEED" "$OUT/nli-pairs" "${PAIRS[@]}"; fi
+if [[ "${PRETRAIN:-1}" == "1" ]]; then pretrain_given; fi
+if [[ -n "${NLI:-}" && "$NLI_ORDER" == "after" ]]; then phase pretrain-nli "$NLI_EPOCHS" "$SEED" "$OUT/nli-pairs" "${PAIRS[@]}"; fi
 
 # 4. multi-task fine-tuning (§4.2): the best dev Overall is kept (§5.3)
 mkdir -p "$OUT/finetune"
@@ -126,7 +150,7 @@ fairseq-train "$OUT/data" --user-dir "$USER_DIR" --task multitask --criterion mu
   --finetune-from-model "$START" "${MODEL_ARGS[@]}" \
   --optimizer adam --adam-betas '(0.9,0.999)' --lr 1e-5 --lr-scheduler fixed --batch-size 16 \
   --max-epoch "$EPOCHS" --best-checkpoint-metric overall --maximize-best-checkpoint-metric \
-  --seed "${SEED:-1}" --save-dir "$OUT/finetune" --no-epoch-checkpoints --log-format json --log-interval 10 \
+  --seed "$SEED" --save-dir "$OUT/finetune" --no-epoch-checkpoints --log-format json --log-interval 10 \
   "${SETTINGS[@]}" "$@" 2>&1 | tee "$OUT/finetune/train.log"
 
 # 5. the seed's table on the dev sets

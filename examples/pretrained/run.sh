@@ -23,7 +23,8 @@
 # EPOCHS (passes over the corpus, default the mode's paper's: --max-update and the schedule come
 # from the corpus size), MAX_UPDATE (the number of updates instead), STS_DEV (STS-B's sts-dev.csv
 # or your own pairs in its format: the start is scored, the best checkpoint, the start included,
-# is kept and exported to OUT/export), SEED, PREPARE_ARGS (more clear-prepare options, e.g.
+# is kept and exported to OUT/export, remade by every run into OUT; KEEP: interval checkpoints kept
+# beside the best and the last, default 0), SEED, PREPARE_ARGS (more clear-prepare options, e.g.
 # "--input-format text" for one paragraph per line), and for clear AUGMENTATIONS (default
 # del-span,reorder: CLEAR's best GLUE pair, Table 1), LR.
 # Training logs: OUT/checkpoints/train.log (all of it; the terminal gets a progress bar).
@@ -99,7 +100,7 @@ case "$MODE" in
     # a refusal (its error: line is on stderr) stops the recipe: set -e does not see a failure
     # inside "<<< $(...)", so the flags are captured first
     MODEL_ARGS_TEXT=$(python -m fairseq_clear.cli.glue model-args "$INIT")
-    read -r -a MODEL_ARGS <<< "$MODEL_ARGS_TEXT"
+    mapfile -t MODEL_ARGS < <(printf '%s' "$MODEL_ARGS_TEXT")  # one argument per line, never word-split
     USER_DIR=$(clear-user-dir 2>/dev/null || echo fairseq_clear)
     # shellcheck source=../common.sh  # CPU (detected), WORKERS, CPU_FLAG, train_logged
     source "$HERE/common.sh"
@@ -111,8 +112,8 @@ case "$MODE" in
     # the continued-training values; --max-update, the schedule (warm-up over the first 10%) and the
     # log interval from the corpus's sentences and EPOCHS
     CONT=$(python -m fairseq_clear.continued clear "$INIT" ${CPU_FLAG[@]+"${CPU_FLAG[@]}"} --warmup-ratio 0.1 \
-      --data "$DATA" --recipe-options "${SETTINGS[*]}" ${STS_DEV:+--sts-dev "$STS_DEV"} -- "$@") || exit 1
-    read -r -a CONTINUED <<< "$CONT"
+      --data "$DATA" --recipe-options "${SETTINGS[*]}" ${STS_DEV:+--sts-dev "$STS_DEV"} --save-dir "$SAVE_DIR" -- "$@") || exit 1
+    mapfile -t CONTINUED < <(printf '%s' "$CONT")  # one argument per line, never word-split
     mkdir -p "$SAVE_DIR"
     train_logged "$SAVE_DIR/train.log" "$DATA" --user-dir "$USER_DIR" --task clear --criterion clear \
       --augmentations "${AUGMENTATIONS:-del-span,reorder}" \
@@ -120,13 +121,18 @@ case "$MODE" in
       --optimizer adam --adam-betas '(0.9,0.98)' --adam-eps 1e-6 --weight-decay 0.01 --clip-norm 0.0 \
       --lr "${LR:-1e-5}" --lr-scheduler polynomial_decay \
       --seed "${SEED:-1}" --save-dir "$SAVE_DIR" --no-epoch-checkpoints \
-      "${SETTINGS[@]}" ${CONTINUED[@]+"${CONTINUED[@]}"} "$@" ;;
+      "${SETTINGS[@]}" ${CONTINUED[@]+"${CONTINUED[@]}"} "$@"
+    drop_interval_checkpoints "$SAVE_DIR" "$@" ;;  # KEEP=0: checkpoint_best.pt and checkpoint_last.pt alone
 esac
 # the best checkpoint by STS_DEV (the start included) when the run kept one, else the last
 CKPT=checkpoint_last.pt
 [[ -f "$SAVE_DIR/checkpoint_best.pt" ]] && CKPT=checkpoint_best.pt
 echo "checkpoint: $SAVE_DIR/$CKPT (hub: from_pretrained('$SAVE_DIR', '$CKPT', '$DATA'))"
-if [[ ! -e "$OUT/export" ]] && python -c "import sentence_transformers" 2>/dev/null; then
-  clear-export-hf --checkpoint "$SAVE_DIR/$CKPT" --data "$DATA" --out "$OUT/export" --cpu \
-    && echo "sentence-transformers model: $OUT/export (SentenceTransformer('$OUT/export'))"
+# the export is remade by every run, a rerun into the same OUT too, from the checkpoint kept now (an
+# earlier run's export would hold an earlier best); --overwrite replaces only the files an export wrote
+if python -c "import sentence_transformers" 2>/dev/null; then
+  clear-export-hf --checkpoint "$SAVE_DIR/$CKPT" --data "$DATA" --out "$OUT/export" --cpu --overwrite
+  echo "sentence-transformers model: $OUT/export, exported from $SAVE_DIR/$CKPT (SentenceTransformer('$OUT/export'))"
+elif [[ -e "$OUT/export" ]]; then
+  echo "recipe: $OUT/export is an earlier run's export, not $SAVE_DIR/$CKPT: sentence-transformers is not installed to remake it" >&2
 fi

@@ -20,6 +20,7 @@
 #   EPOCHS    passes over PAIRS_BIN's pairs (default: SimCSE's 3): --max-update and the schedule come
 #             from the rows clear-prepare-pairs wrote; MAX_UPDATE sets the number of updates instead
 #   STS_DEV   STS-B's sts-dev.csv (or your own pairs in its format): the start scored, the best kept
+#   KEEP      interval checkpoints kept beside checkpoint_best.pt and checkpoint_last.pt (default: 0)
 #
 # SimCSE (sup RoBERTa-base): 3 epochs, batch 512, lr 5e-5, max length 32, τ = 0.05,
 # hard-negative log-weight 0, [CLS] with an MLP (kept at test: embed(head="projection")
@@ -41,7 +42,7 @@ source "$(cd "$(dirname "$0")/.." && pwd)/common.sh"
 # a refusal (its error: line is on stderr) stops the recipe: set -e does not see a failure
 # inside "<<< $(...)", so the flags are captured first
 MODEL_ARGS_TEXT=$(python -m fairseq_clear.cli.glue model-args "$INIT")
-read -r -a MODEL_ARGS <<< "$MODEL_ARGS_TEXT"
+mapfile -t MODEL_ARGS < <(printf '%s' "$MODEL_ARGS_TEXT")  # one argument per line, never word-split
 if [[ "$CPU" == "1" ]]; then
   # a 2-layer model's [CLS] carries little: mean pooling, and a higher lr
   SETTINGS=(--batch-size 64 --lr 5e-4 --sentence-pooling mean --cpu --num-workers "$WORKERS")
@@ -52,8 +53,8 @@ fi
 # the model's own pooling, after the settings above and before yours (yours win); STS_DEV keeps the
 # best; --max-update, the schedule and the log interval from the number of pairs and EPOCHS
 CONT=$(python -m fairseq_clear.continued simcse-sup "$INIT" ${CPU_FLAG[@]+"${CPU_FLAG[@]}"} \
-  --data "$DATA" --recipe-options "${SETTINGS[*]}" ${STS_DEV:+--sts-dev "$STS_DEV"} -- "$@") || exit 1
-read -r -a CONTINUED <<< "$CONT"
+  --data "$DATA" --recipe-options "${SETTINGS[*]}" ${STS_DEV:+--sts-dev "$STS_DEV"} --save-dir "$SAVE_DIR" -- "$@") || exit 1
+mapfile -t CONTINUED < <(printf '%s' "$CONT")  # one argument per line, never word-split
 mkdir -p "$SAVE_DIR"
 train_logged "$SAVE_DIR/train.log" "$DATA" --user-dir "$USER_DIR" \
   --task contrastive_pairs --tokens-per-sample 32 \
@@ -65,3 +66,4 @@ train_logged "$SAVE_DIR/train.log" "$DATA" --user-dir "$USER_DIR" \
   --lr-scheduler polynomial_decay --warmup-updates 0 \
   --seed "${SEED:-1}" --save-dir "$SAVE_DIR" --no-epoch-checkpoints \
   "${SETTINGS[@]}" ${CONTINUED[@]+"${CONTINUED[@]}"} "$@"
+drop_interval_checkpoints "$SAVE_DIR" "$@"  # KEEP=0: checkpoint_best.pt and checkpoint_last.pt alone

@@ -17,6 +17,8 @@
 #             come from the corpus size; MAX_UPDATE sets the number of updates instead
 #   STS_DEV   STS-B's sts-dev.csv (or your own pairs in its format): score the start and every
 #             checkpoint interval, keep the best (the start included) as checkpoint_best.pt
+#   KEEP      interval checkpoints kept beside checkpoint_best.pt and checkpoint_last.pt (default: 0);
+#             the disk they take is stated, and checked, before training
 #
 # SimCSE (unsup RoBERTa-base): 1 epoch over 10^6 Wikipedia sentences, batch 512,
 # lr 1e-5 (BERT-base: batch 64, lr 3e-5), max length 32, τ = 0.05, linear decay,
@@ -36,7 +38,7 @@ source "$(cd "$(dirname "$0")/.." && pwd)/common.sh"
 # a refusal (its error: line is on stderr) stops the recipe: set -e does not see a failure
 # inside "<<< $(...)", so the flags are captured first
 MODEL_ARGS_TEXT=$(python -m fairseq_clear.cli.glue model-args "$INIT")
-read -r -a MODEL_ARGS <<< "$MODEL_ARGS_TEXT"
+mapfile -t MODEL_ARGS < <(printf '%s' "$MODEL_ARGS_TEXT")  # one argument per line, never word-split
 if [[ "$CPU" == "1" ]]; then
   # a 2-layer model's [CLS] carries little: mean pooling, and a higher lr
   SETTINGS=(--batch-size 64 --lr 5e-4 --sentence-pooling mean --cpu --num-workers "$WORKERS")
@@ -47,8 +49,8 @@ fi
 # the model's own pooling, after the settings above and before yours (yours win); STS_DEV keeps the
 # best; --max-update, the schedule and the log interval from the corpus size and EPOCHS
 CONT=$(python -m fairseq_clear.continued simcse-unsup "$INIT" ${CPU_FLAG[@]+"${CPU_FLAG[@]}"} \
-  --data "$DATA" --recipe-options "${SETTINGS[*]}" ${STS_DEV:+--sts-dev "$STS_DEV"} -- "$@") || exit 1
-read -r -a CONTINUED <<< "$CONT"
+  --data "$DATA" --recipe-options "${SETTINGS[*]}" ${STS_DEV:+--sts-dev "$STS_DEV"} --save-dir "$SAVE_DIR" -- "$@") || exit 1
+mapfile -t CONTINUED < <(printf '%s' "$CONT")  # one argument per line, never word-split
 mkdir -p "$SAVE_DIR"
 train_logged "$SAVE_DIR/train.log" "$DATA" --user-dir "$USER_DIR" \
   --task clear --augmentations none --mlm off --tokens-per-sample 32 \
@@ -59,3 +61,4 @@ train_logged "$SAVE_DIR/train.log" "$DATA" --user-dir "$USER_DIR" \
   --lr-scheduler polynomial_decay --warmup-updates 0 \
   --seed "${SEED:-1}" --save-dir "$SAVE_DIR" --no-epoch-checkpoints \
   "${SETTINGS[@]}" ${CONTINUED[@]+"${CONTINUED[@]}"} "$@"
+drop_interval_checkpoints "$SAVE_DIR" "$@"  # KEEP=0: checkpoint_best.pt and checkpoint_last.pt alone

@@ -2,9 +2,10 @@
 
 Every ``main`` is wrapped by :func:`command`: an error the package raises for a user's option,
 input or file (a :class:`~fairseq_clear.errors.FairseqClearError`) ends the command with one
-``error:`` line on stderr and exit status 2, not a traceback.
+``error:`` line on stderr and exit status 2, not a traceback; so does a full disk.
 """
 
+import errno
 import functools
 import sys
 
@@ -20,6 +21,13 @@ def command(main):
             return main(*args, **kwargs)
         except FairseqClearError as e:
             print(f"error: {e}", file=sys.stderr)
+            sys.exit(2)
+        except OSError as e:  # a full disk where no caller named the file: still one line
+            if e.errno not in (errno.ENOSPC, errno.EDQUOT):
+                raise
+            where = f"writing '{e.filename}'" if e.filename else "writing an output"
+            print(f"error: no space left on device {where} ({e.strerror}); free some space and run it again",
+                  file=sys.stderr)
             sys.exit(2)
 
     return wrapper

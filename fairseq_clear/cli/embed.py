@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from ..errors import NotUtf8Error
+from ..preprocessing.common import LoggedProgress, same_file
 from .hub_args import add_checkpoint_args, add_embedding_args, fail, load_hub, setup_logging
 from ..errors import FairseqClearError
 from . import command
@@ -103,13 +104,6 @@ class OutputError(FairseqClearError, ValueError):
     """An output path cannot be written; the message names the option."""
 
 
-def same_file(a: str, b: str) -> bool:
-    """Whether two paths name one file: the same inode when both exist, else the same real path."""
-    if os.path.exists(a) and os.path.exists(b):
-        return os.path.samefile(a, b)
-    return os.path.realpath(a) == os.path.realpath(b)
-
-
 def temp_sibling(path: str, mode: str = "w", **kwargs):
     """(open file, its path): a new temporary file of its own in ``path``'s directory, to be renamed
     over ``path`` once complete, so that two writers, or two runs, never share one. Its permissions
@@ -164,35 +158,6 @@ class NpyRowWriter:
         self.f.close()
         if os.path.exists(self.tmp):
             os.unlink(self.tmp)  # ours: created in __init__
-
-
-class Progress:
-    """A tqdm bar on a terminal; otherwise a log line every ``interval`` seconds."""
-
-    def __init__(self, total, interval):
-        self.start = self.last = time.time()
-        self.done, self.total, self.interval = 0, total, interval
-        self.bar = None
-        if sys.stderr.isatty():
-            from tqdm import tqdm
-
-            self.bar = tqdm(total=total, unit="sent", desc="embedding")
-
-    def update(self, n):
-        self.done += n
-        if self.bar is not None:
-            self.bar.update(n)
-            return
-        now = time.time()
-        if now - self.last >= self.interval:
-            self.last = now
-            rate = self.done / max(now - self.start, 1e-9)
-            of = f" of {self.total}" if self.total is not None else ""
-            logger.info("embedded %d%s sentences (%.0f sentences/s)", self.done, of, rate)
-
-    def close(self):
-        if self.bar is not None:
-            self.bar.close()
 
 
 def _count_lines(path):
@@ -257,7 +222,7 @@ def main(argv=None):
         except BaseException:
             writer.abort()
             raise
-    progress = Progress(total, args.log_interval)
+    progress = LoggedProgress(total, "embedded", unit="sentences", log=logger, interval=args.log_interval)
     start = time.time()
     empty = truncated = 0
     try:

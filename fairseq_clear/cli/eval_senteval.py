@@ -6,19 +6,23 @@
 A classifier (SentEval's logistic regression, or its MLP with ``--nhid``) is trained on the
 frozen sentence vectors of each task, as SentEval's own code does it
 (fairseq_clear/evaluation/senteval_classifier.py); SICK-R and STS-B through SentEval's
-regressor. Prints the test accuracy per task (SICK-R, STS-B: Pearson x100), the downstream
-and probing averages and their mean, and writes them as JSON with the time per task. The
-encoders are loaded as in clear-eval-sts (a checkpoint, and/or --model directories).
+regressor. Prints DeCLUTR's score per task (test accuracy x100; MRPC: mean of accuracy and F1;
+SICK-R, STS-B, STS12-16: Spearman x100), its downstream and probing averages and their mean
+(each labelled with the DeCLUTR tasks it lacks, when it lacks some), and writes them as JSON
+with the time per task. The encoders are loaded as in clear-eval-sts (a checkpoint, and/or
+--model directories).
 """
 
 import argparse
 import hashlib
+import json
 import logging
+import math
 import os
 import sys
 
 from . import command
-from .eval_sts import POOLING_LABELS, _jsonable, check_json_output, write_json
+from .eval_sts import POOLING_LABELS, _jsonable, check_json_output, row_names, write_json
 from .hub_args import add_checkpoint_args, add_embedding_args, fail, load_hub, setup_logging
 
 logger = logging.getLogger("clear-eval-senteval")
@@ -61,7 +65,8 @@ def get_parser():
     )
     data.add_argument(
         "--tasks", default="all",
-        help=f"comma-separated tasks and groups ({', '.join(GROUPS)}: DeCLUTR's; SNLI by name only); tasks: "
+        help=f"comma-separated tasks and groups ({', '.join(GROUPS)}: DeCLUTR's, less ImageCaptionRetrieval, "
+        "not implemented); tasks: "
         f"{', '.join(TASKS)} (SentEval's names work too). Default: all, i.e. every task whose data is found",
     )
     data.add_argument(
@@ -91,8 +96,13 @@ def get_parser():
                      help="JSON results (default: the checkpoint's path with .senteval.json instead of .pt)")
     out.add_argument("--name", help="row label (default: the checkpoint file name)")
     out.add_argument("--cache-dir", metavar="DIR",
-                     help="sentence vectors per (model, task), reused by a later run with the same model and data "
-                     "(default: the output's path with .vectors instead of .json)")
+                     help="sentence vectors per (model, task), reused by a later run with the same model content, "
+                     "tokenizer, head, poolings and data; each entry checked by its SHA-256 (a damaged one is "
+                     "embedded again) (default: the output's path with .vectors instead of .json)")
+    out.add_argument("--cache-max-gb", type=float, default=20.0, metavar="GB",
+                     help="the cache's size bound in GB (10^9 bytes): the least recently used entries are removed "
+                     "beyond it, never a file the cache did not write; 0 removes every entry and keeps none "
+                     "(default: 20; full SentEval is about 6 GB per pooling at 768 dimensions)")
     out.add_argument("--no-cache", action="store_true", help="embed again and keep no vectors")
     return parser
 
@@ -110,6 +120,13 @@ def check_args(args):
         fail("--output is required without --checkpoint")
     if not (args.senteval_data or args.glue_data or args.sts_dir):
         fail("give --senteval-data (SentEval's data folder), and/or --glue-data, --sts-dir")
+    for path in args.model or []:
+        if not os.path.isdir(path):
+            fail(f"--model '{path}' is not a directory (a sentence-transformers or Hugging Face model)")
+    if not (math.isfinite(args.cache_max_gb) and args.cache_max_gb >= 0):
+        fail(f"--cache-max-gb must be a size in GB >= 0, got {args.cache_max_gb}")
+    if args.cache_dir and os.path.exists(args.cache_dir) and not os.path.isdir(args.cache_dir):
+        fail(f"--cache-dir '{args.cache_dir}' exists and is not a directory")
     for option, value in (("--senteval-data", args.senteval_data), ("--glue-data", args.glue_data),
                           ("--sts-dir", args.sts_dir)):
         if value and not os.path.isdir(value):
@@ -166,45 +183,64 @@ def load_tasks(args, names):
 
 
 def fingerprint(path: str, extra: str = "") -> str:
-    """Identifies a model's files (path, size, modification time) for the vector cache."""
+    """Identifies a model file, or every file of a model directory, by content (SHA-256, streamed
+    once per run: a few seconds per GB, against the minutes its vectors take), for the vector cache.
+    Path, size and time would not do: a checkpoint rewritten in place keeps them all."""
+    from ..vocabulary import sha256
+
     h = hashlib.sha256(extra.encode())
     path = os.path.abspath(path)
-    files = [path] if os.path.isfile(path) else sorted(
-        os.path.join(d, f) for d, _, fs in os.walk(path) for f in fs)[:2000]
+    files = [path] if os.path.isfile(path) else sorted(os.path.join(d, f) for d, _, fs in os.walk(path) for f in fs)
     for f in files:
-        st = os.stat(f)
-        h.update(f"{f}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+        if os.path.isfile(f):  # not a dangling link
+            h.update(f"{os.path.relpath(f, path)}\0{sha256(f)}\n".encode())
     return h.hexdigest()
 
 
+def checkpoint_fingerprint(args, hub) -> str:
+    """What the checkpoint's vectors depend on, besides the poolings (the cache's labels): its
+    weights, the tokenizer (its files' SHA-256 and options) and dictionary (token -> id), the head
+    and the truncation length. Batch size and device change them only by rounding: not in it."""
+    tokens = hub.tokenizer
+    extra = json.dumps({"tokenizer": tokens.tokenizer.record(), "head": args.head,
+                        "dictionary": hashlib.sha256(tokens.lookup.tobytes()).hexdigest(),
+                        "bos_eos": [int(tokens.bos), int(tokens.eos)],
+                        "max_positions": int(hub.model.max_positions())}, sort_keys=True, default=str)
+    return fingerprint(args.checkpoint, extra)
+
+
 def build_encoders(args, hub):
+    """({model: encoder}, {model: cache fingerprint}, {model: its labels, where we choose them})."""
     from ..evaluation.sts_eval import as_encoder, hub_encoder
 
     poolings = [p.strip() for p in args.poolings.split(",") if p.strip()]
-    encoders, prints = {}, {}
+    encoders, prints, labels = {}, {}, {}
+    names = iter(row_names(args))  # clear-eval-sts's: unique, none dropped
     if hub is not None:
-        name = checkpoint_name(args)
+        name = next(names)
         encoders[name] = hub_encoder(hub, poolings, args.head, args.batch_size, show_progress=sys.stderr.isatty())
-        prints[name] = fingerprint(args.checkpoint, f"head={args.head};data={args.data};bpe={args.bpe}")
+        labels[name] = poolings
+        if not args.no_cache:
+            prints[name] = checkpoint_fingerprint(args, hub)
     for path in args.model or []:
-        name = os.path.basename(os.path.normpath(path))
-        while name in encoders:
-            name += "'"
+        name = next(names)
         encoders[name] = as_encoder(path, batch_size=args.batch_size)
-        prints[name] = fingerprint(path)
-    return encoders, prints
-
-
-def checkpoint_name(args):
-    return args.name or os.path.splitext(os.path.basename(args.checkpoint))[0]
+        if not args.no_cache:
+            prints[name] = fingerprint(path)
+    return encoders, prints, labels
 
 
 def _fmt(x):
     return "n/a" if x is None else f"{x:.2f}"
 
 
+def _average_label(group: str, covered: dict) -> str:
+    """'Downstream', or 'Downstream (16 of 18)' for a mean over fewer tasks than DeCLUTR's."""
+    return group if covered["complete"] else f"{group} ({len(covered['tasks'])} of {covered['of']})"
+
+
 def format_table(report) -> str:
-    from ..evaluation.senteval_data import DOWNSTREAM, EXTRA, PROBING
+    from ..evaluation.senteval_data import DOWNSTREAM, PROBING
 
     rows = [(f"{model}-{POOLING_LABELS.get(label, label)}", res)
             for model, labels in report["models"].items() for label, res in labels.items()]
@@ -218,15 +254,19 @@ def format_table(report) -> str:
         f"batch {cfg['batch_size']}, tenacity {cfg['tenacity']}, epoch size {cfg['epoch_size']}, "
         f"{cfg['kfold']} folds, seed {cfg['seed']}",
         "DeCLUTR's scores: test accuracy x100 (MRPC: mean of accuracy and F1; SICK-R, STS-B: Spearman x100 of "
-        "SentEval's regressor; STS12-16: mean over subsets of the cosine's Spearman x100); Downstream, Probing: "
-        "the means over DeCLUTR's tasks run (not SNLI); Avg: their mean.",
+        "SentEval's regressor; STS12-16: mean over subsets of the cosine's Spearman x100); Downstream: the mean "
+        "over DeCLUTR's 18 downstream tasks (SNLI and ImageCaptionRetrieval included), Probing: over its 10 probing "
+        "tasks, Avg: their mean (its Table 1); a mean over fewer tasks reads 'k of n'.",
     ]
     if report.get("max_examples"):
         lines.append(f"At most {report['max_examples']} examples per split (--max-examples): not comparable.")
     for task, note in report["notes"].items():
         lines.append(f"{task}: {note}")
+    averages = report["averages"]
+    labels = {g: _average_label(g, averages[g]) for g in ("Downstream", "Probing")}
+    width = max([width] + [len(label) + 2 for label in labels.values()])
     lines += ["", "Task".ljust(width) + "".join(label.rjust(col) for label, _ in rows) + "    time (s)"]
-    for group, names in (("Downstream", DOWNSTREAM), ("", EXTRA), ("Probing", PROBING)):
+    for group, names in (("Downstream", DOWNSTREAM), ("Probing", PROBING)):
         run = [t for t in names if t in tasks]
         for t in run:
             times = [res["times"][t] for _, res in rows]
@@ -234,16 +274,27 @@ def format_table(report) -> str:
             spent += " + " + " + ".join(f"{x['classify_s']:.1f}" for x in times)
             lines.append(t.ljust(width) + "".join(_fmt(res["table"].get(t)).rjust(col) for _, res in rows)
                          + "    " + spent)
-        if run and group:
-            lines.append(group.ljust(width) + "".join(_fmt(res["table"].get(group)).rjust(col) for _, res in rows))
+        if run:
+            lines.append(labels[group].ljust(width)
+                         + "".join(_fmt(res["table"].get(group)).rjust(col) for _, res in rows))
             lines.append("")
     lines.append("Avg".ljust(width) + "".join(_fmt(res["table"].get("Avg")).rjust(col) for _, res in rows))
-    lines += ["", "time: embedding (or 'cached') + classifier per row", "",
-              "Model".ljust(col + 10) + "Downstream".rjust(12) + "Probing".rjust(10) + "Avg".rjust(8)]
+    lines += ["", "time: embedding (or 'cached') + classifier per row"]
+    for group in ("Downstream", "Probing"):  # never a partial mean passed off as DeCLUTR's
+        covered = averages[group]
+        if covered["tasks"] and not covered["complete"]:
+            lines.append(f"{labels[group]}: the mean over {len(covered['tasks'])} of DeCLUTR's {covered['of']} "
+                         f"{group.lower()} tasks, not DeCLUTR's {group}; missing: "
+                         + ", ".join(f"{t} ({why})" for t, why in covered["missing"].items()))
+    if not averages["Avg"]["complete"]:
+        lines.append("Avg: the mean of the averages above, not DeCLUTR's Avg (it lacks some of its tasks)")
+    heads = [labels["Downstream"], labels["Probing"], "Avg"]
+    widths = [max(len(h) + 2, 8) for h in heads]
+    lines += ["", "Model".ljust(col + 10) + "".join(h.rjust(w) for h, w in zip(heads, widths))]
     for label, res in rows:
         t = res["table"]
-        lines.append(label.ljust(col + 10) + _fmt(t.get("Downstream")).rjust(12) + _fmt(t.get("Probing")).rjust(10)
-                     + _fmt(t.get("Avg")).rjust(8))
+        lines.append(label.ljust(col + 10) + "".join(_fmt(t.get(k)).rjust(w)
+                                                     for k, w in zip(("Downstream", "Probing", "Avg"), widths)))
     return "\n".join(lines)
 
 
@@ -251,7 +302,8 @@ def format_table(report) -> str:
 def main(argv=None):
     setup_logging()
     args = get_parser().parse_args(argv)
-    from ..evaluation.senteval_transfer import VectorCache, evaluate_transfer
+    from ..evaluation.senteval_data import TASKS
+    from ..evaluation.senteval_transfer import VectorCache, coverage, evaluate_transfer
 
     cfg, names, output = check_args(args)
     tasks = load_tasks(args, names)
@@ -259,13 +311,17 @@ def main(argv=None):
     if output is None:
         output = check_json_output(os.path.splitext(os.path.abspath(args.checkpoint))[0] + ".senteval.json",
                                    "--output (default: beside --checkpoint)", args.checkpoint)
-    encoders, prints = build_encoders(args, hub)
+    encoders, prints, labels = build_encoders(args, hub)
     cache = None
     if not args.no_cache:
         cache = VectorCache(os.path.abspath(args.cache_dir) if args.cache_dir else os.path.splitext(output)[0]
-                            + ".vectors")
+                            + ".vectors", max_bytes=int(args.cache_max_gb * 1e9))
+        cache.prune()  # within the bound before this run adds to it (--cache-max-gb 0: empty)
     results = evaluate_transfer(encoders, tasks, cfg, cache=cache, fingerprints=prints,
-                                progress=lambda m: logger.info("%s", m))
+                                progress=lambda m: logger.info("%s", m), labels=labels)
+    # why each of DeCLUTR's tasks left out of the averages is missing
+    reasons = {**{t: "not in --tasks" for t in TASKS if t not in names},
+               **{t: "no data" for t in names if t not in tasks}}
     report = {
         "checkpoint": os.path.abspath(args.checkpoint) if args.checkpoint else None,
         "config": args.config,
@@ -275,7 +331,10 @@ def main(argv=None):
         "sources": {t: d.source for t, d in tasks.items()},
         "notes": {t: d.note for t, d in tasks.items() if d.note.startswith("GLUE")},
         "max_examples": args.max_examples,
-        "metric": "test accuracy x100; SICK-R and STS-B: test Pearson x100 of SentEval's regressor",
+        "metric": "DeCLUTR's: test accuracy x100; MRPC: mean of test accuracy and F1 x100; SICK-R and STS-B: test "
+                  "Spearman x100 of SentEval's regressor; STS12-16: mean over the year's subsets of the cosine's "
+                  "Spearman x100",
+        "averages": coverage(list(tasks), reasons),
         "cache_dir": cache.directory if cache else None,
         "models": results,
     }

@@ -124,17 +124,17 @@ def evaluate(hub, args):
                                args.skip_malformed, args.protocol)
     scoring = dict(protocol=args.protocol, senteval_average=args.senteval_average)
     models, truncated = {}, 0
+    names = iter(row_names(args))
     if hub is not None:
         sizes = truncate_sizes(args.truncate_dims, hub, args.head)
         encoder = hub_encoder(hub, poolings, args.head, args.batch_size, show_progress=sys.stderr.isatty(),
                               truncate_dims=sizes)
         logger.info("embedding with %s (%s pooling)", args.checkpoint, ", ".join(poolings))
-        models[_checkpoint_name(args)] = score(encoder, pair_sets, args.align_uniform_split, **scoring)
+        models[next(names)] = score(encoder, pair_sets, args.align_uniform_split, **scoring)
         truncated = encoder.truncated
     for path in args.model or []:
-        name = os.path.basename(os.path.normpath(path))
         logger.info("embedding with %s", path)
-        models[name] = score(as_encoder(path, batch_size=args.batch_size), pair_sets, args.align_uniform_split,
+        models[next(names)] = score(as_encoder(path, batch_size=args.batch_size), pair_sets, args.align_uniform_split,
                              name=f"--model '{path}'", **scoring)
     first = next(iter(models.values()))
     return {
@@ -179,8 +179,13 @@ def truncate_sizes(text, hub, head):
     return sorted({d for d in sizes if d < full}, reverse=True)
 
 
-def _checkpoint_name(args):
-    return args.name or os.path.splitext(os.path.basename(args.checkpoint))[0]
+def row_names(args):
+    """The rows' names, --checkpoint's (when given: --name, else its file name without .pt) then each
+    --model's: unique, never one row over another (two exports both named 'export': a/export, b/export)."""
+    from ..evaluation.row_names import unique_names
+
+    paths = ([os.path.splitext(args.checkpoint)[0]] if args.checkpoint else []) + list(args.model or [])
+    return unique_names(paths, given=[args.name] if args.checkpoint else [])
 
 
 def _jsonable(x):
@@ -281,7 +286,8 @@ def check_args(args):
 def check_json_output(path, option, checkpoint=None):
     """``path`` made absolute, if the JSON can be written there: in an existing, writable directory,
     not a directory itself, not the checkpoint."""
-    from .embed import OutputError, check_output_path, same_file
+    from ..preprocessing.common import same_file
+    from .embed import OutputError, check_output_path
 
     try:
         path = check_output_path(path, option)
@@ -319,8 +325,7 @@ def main(argv=None):
         report = evaluate(hub, args)
     except (STSFormatError, FileNotFoundError, ValueError) as e:
         fail(e)
-    name = _checkpoint_name(args) if args.checkpoint else next(iter(report["models"]))
-    print(format_table(report, name))
+    print(format_table(report, next(iter(report["models"]))))
     write_json(output, _jsonable(report))
     print(f"\nwritten {output}")
 

@@ -7,7 +7,6 @@ its console script.
 """
 
 import argparse
-import json
 import sys
 
 from ..evaluation.glue import (
@@ -15,10 +14,12 @@ from ..evaluation.glue import (
     GlueDataError,
     copy_tokenizer,
     model_args,
+    publish,
     settings,
     split_task,
     summarize,
 )
+from ..preprocessing.common import check_outputs, write_json
 from . import command
 
 
@@ -31,10 +32,18 @@ def main(argv=None):
     p.add_argument("task", choices=list(TASKS), help="GLUE task")
     p.add_argument("tokenizer", help="the pre-training data's sentencepiece.model, or a data or model "
                    "directory holding dict.txt and its tokenizer (clear-import-hf's output, roberta.base)")
-    p.add_argument("out_dir", help="directory for SPLIT.input0, SPLIT.input1, SPLIT.label")
+    p.add_argument("out_dir", metavar="OUT",
+                   help="directory for SPLIT.input0, SPLIT.input1, SPLIT.label: new, empty, or an earlier output of "
+                   "this command, whose files (listed in its export_manifest.json) a rerun replaces, leaving "
+                   "everything else there untouched")
     p = sub.add_parser("copy-tokenizer", help="copy a data or model directory's tokenizer files and record")
     p.add_argument("source", help="the directory (or a sentencepiece model)")
     p.add_argument("dest", help="the binarized GLUE task directory")
+    p = sub.add_parser("publish", help="move a built TASK-bin into place (examples/glue/prepare.sh), replacing only "
+                       "the files an earlier run wrote")
+    p.add_argument("built", help="the complete folder built beside OUT")
+    p.add_argument("out_dir", metavar="OUT", help="the TASK-bin folder: new, empty, or an earlier output of prepare.sh")
+    p.add_argument("--check-only", action="store_true", help="only refuse an OUT that is not empty and not ours")
     p = sub.add_parser("settings", help="README.glue.md settings as shell variables")
     p.add_argument("task", choices=list(TASKS), help="GLUE task")
     p.add_argument("data_bin", help="the task's binarized data (prepare.sh output)")
@@ -54,12 +63,16 @@ def main(argv=None):
             print(" ".join(f"{k}={v}" for k, v in counts.items()))
         elif args.command == "copy-tokenizer":
             copy_tokenizer(args.source, args.dest)
+        elif args.command == "publish":
+            publish(args.built, args.out_dir, args.check_only)
         elif args.command == "settings":
             for k, v in settings(args.task, args.data_bin, args.cpu, args.batch_size, args.max_epoch).items():
                 print(f"{k}='{v}'")
         elif args.command == "model-args":
-            print(" ".join(model_args(args.checkpoint)))
+            print("\n".join(model_args(args.checkpoint)))  # one word per line: the recipes' mapfile
         elif args.command == "summarize":
+            if args.json:
+                check_outputs({"--json": args.json}, {"LOG": args.log})
             summary = summarize(args.log, args.task)
             metric, splits = summary["metric"], summary.get("dev_splits", [])
             fmt = lambda x: "n/a" if x is None else f"{x:.1f}"  # noqa: E731  (NaN/Inf: no score)
@@ -71,8 +84,7 @@ def main(argv=None):
             print(f"{args.task} dev {metric} (GLUE metric, best validation): {best[metric]:.1f}{detail} "
                   f"(epoch {best['epoch']}, update {best['num_updates']})")
             if args.json:
-                with open(args.json, "w", encoding="utf-8") as f:
-                    json.dump(summary, f, indent=2)
+                write_json(args.json, summary)
     except GlueDataError as e:
         sys.exit(f"error: {e}")
 

@@ -9,7 +9,7 @@ import os
 from ..export.from_hf import ImportHfError, import_hf
 from ..export.output_dir import OutputDirError
 from .hub_args import fail, setup_logging
-from . import command
+from . import command, positive_float
 
 
 def get_parser():
@@ -23,7 +23,7 @@ def get_parser():
     p.add_argument("out_dir", help="output directory: new or empty, unless --overwrite")
     p.add_argument("--overwrite", action="store_true",
                    help="replace the files a previous import wrote into out_dir (and nothing else)")
-    p.add_argument("--tolerance", type=float, default=1e-4,
+    p.add_argument("--tolerance", type=positive_float, default=1e-4,
                    help="largest allowed difference to transformers' last hidden states (default: 1e-4)")
     return p
 

@@ -14,8 +14,9 @@ import logging
 import os
 import sys
 
-from ..mining import MiningError, MiningRules, mine, plot, summary, write_json, write_rows
-from ..preprocessing.common import PrepareError
+from ..errors import NotUtf8Error
+from ..mining import MiningError, MiningRules, mine, plot, summary, write_rows
+from ..preprocessing.common import PrepareError, check_outputs, disk_full_reported, not_writable, write_json
 from ..preprocessing.pairs import FORMATS, assemble, read_split
 from . import command
 from .hub_args import add_checkpoint_args, add_embedding_args, load_hub, setup_logging
@@ -52,8 +53,8 @@ def build_parser() -> argparse.ArgumentParser:
     rules.add_argument("--num-negatives", type=int, default=3, help="negatives per anchor")
     rules.add_argument("--range-min", type=int, default=0, help="skip this many best candidates")
     rules.add_argument("--range-max", type=int, default=None,
-                       help="consider candidates up to this rank (default: range-min + num-negatives, x10 "
-                       "with a margin or --max-score)")
+                       help="consider candidates up to this rank (default, sentence-transformers': range-min + "
+                       "num-negatives (x10 with a margin or --max-score) + the most pairs an anchor has)")
     rules.add_argument("--max-score", type=optional_float, default=None, help="drop candidates scoring above")
     rules.add_argument("--min-score", type=optional_float, default=None, help="drop candidates scoring below")
     rules.add_argument("--absolute-margin", type=optional_float, default=None,
@@ -67,7 +68,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--chunk-size", type=int, default=10000,
                      help="texts embedded and corpus vectors searched at a time (vectors wait on disk)")
     run.add_argument("--backend", choices=("torch", "faiss"), default="torch", help="the search index's backend")
-    run.add_argument("--work-dir", help="where the vectors wait (default: the system's temporary directory)")
+    run.add_argument("--work-dir", help="where the vectors wait: (anchors + corpus texts) x dimension x 4 bytes, "
+                     "claimed when the first vectors arrive (default: the system's temporary directory, often "
+                     "a small tmpfs)")
     return p
 
 
@@ -80,9 +83,20 @@ def main(argv=None):
     rules.check()
     if args.batch_size < 1:
         raise MiningError(f"--batch-size must be >= 1, got {args.batch_size}")
-    out = os.path.abspath(args.out)
-    if not os.path.isdir(os.path.dirname(out)):
-        raise MiningError(f"--out '{args.out}': its directory does not exist")
+    if args.chunk_size < 1:
+        raise MiningError(f"--chunk-size must be >= 1, got {args.chunk_size}")
+    if args.work_dir:
+        problem = not_writable(args.work_dir) if os.path.isdir(args.work_dir) else "no such directory"
+        if problem:
+            raise MiningError(f"--work-dir '{args.work_dir}' cannot hold the vectors ({problem})")
+    # every output checked now, not after the embedding: none may be an input or another output
+    base = os.path.splitext(os.path.abspath(args.out))[0]
+    report_option = "--report" if args.report else "--report (default: OUT with .json)"
+    plot_option = "--plot" if args.plot else "--plot (default: OUT with .png)"
+    out, report_path, png_path = check_outputs(
+        {"--out": args.out, report_option: args.report or base + ".json", plot_option: args.plot or base + ".png"},
+        {"--train": args.train, "--corpus": args.corpus, "--checkpoint": args.checkpoint,
+         "--sentencepiece-model": args.sentencepiece_model}).values()
     try:
         rows = read_split(args.train, args.format, args, use_hard=False)
     except PrepareError as e:
@@ -94,8 +108,11 @@ def main(argv=None):
     if args.corpus:
         if not os.path.isfile(args.corpus):
             raise MiningError(f"--corpus '{args.corpus}' does not exist")
-        with open(args.corpus, encoding="utf-8") as f:
-            corpus = [" ".join(line.split()) for line in f]
+        try:
+            with open(args.corpus, encoding="utf-8") as f:
+                corpus = [" ".join(line.split()) for line in f]
+        except UnicodeDecodeError as e:
+            raise NotUtf8Error(args.corpus, e) from None
         corpus = [t for t in corpus if t]
     hub = load_hub(args)
 
@@ -104,19 +121,20 @@ def main(argv=None):
                          show_progress=False)
 
     result = mine(pairs, encode, rules, corpus, args.chunk_size, args.work_dir, args.backend)
-    write_rows(result, out)
-    base = os.path.splitext(out)[0]
+    with disk_full_reported(out, "--out"):
+        write_rows(result, out)
     report = summary(result, rules, {
         "train": [os.path.abspath(t) for t in args.train], "pairs_read": rows.read,
         "pairs_skipped": dict(rows.skipped), "checkpoint": os.path.abspath(args.checkpoint),
         "corpus_file": os.path.abspath(args.corpus) if args.corpus else None, "out": out})
-    report_path = args.report or base + ".json"
-    write_json(report, report_path)
-    png = plot(result, args.plot or base + ".png")
+    with disk_full_reported(report_path, report_option):
+        write_json(report_path, report)
+    with disk_full_reported(png_path, plot_option):
+        png = plot(result, png_path)
     c = result.counts
-    print(f"wrote {out}: {c['rows_written']} rows for {c['pairs']} pairs ({c['anchors']} anchors, corpus of "
-          f"{c['corpus']}); {c['pairs_without_negative']} pairs without a negative, "
-          f"{c['pairs_with_fewer_negatives']} with fewer than {rules.num_negatives}")
+    print(f"wrote {out}: {c['rows_written']} rows for {c['pairs']} pairs ({c['duplicate_pairs']} repeated pairs "
+          f"written once; {c['anchors']} anchors, corpus of {c['corpus']}); {c['pairs_without_negative']} pairs "
+          f"without a negative, {c['pairs_with_fewer_negatives']} with fewer than {rules.num_negatives}")
     for key, value in c.items():
         if key.startswith("removed_"):
             print(f"  candidates removed by {key[8:]}: {value}")

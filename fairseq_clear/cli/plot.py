@@ -6,10 +6,10 @@ log. The reading and plotting live in :mod:`fairseq_clear.evaluation.training_lo
 """
 
 import argparse
-import json
-import os
 
+from ..evaluation.row_names import unique_names
 from ..evaluation.training_log import TrainingLogError, curves, plot_curves, read_log
+from ..preprocessing.common import check_outputs, disk_full_reported, write_json
 from .hub_args import fail
 from . import command
 
@@ -22,37 +22,21 @@ def get_parser():
     return p
 
 
-def run_names(paths):
-    """A unique name per log: the shortest suffix of its path (folder/file at least) that no other
-    log shares (run.sh's OUT/checkpoints/train.log of two runs: run1/checkpoints/train.log and
-    run2/...); the same file given twice is named twice, numbered."""
-    parts = [os.path.abspath(p).split(os.sep) for p in paths]
-    names = []
-    for i, path in enumerate(parts):
-        others = [q for j, q in enumerate(parts) if j != i and q != path]
-        k = min(2, len(path))
-        while k < len(path) and any(q[-k:] == path[-k:] for q in others):
-            k += 1
-        names.append("/".join(path[-k:]).lstrip("/") or os.sep)
-    seen = {}
-    for i, name in enumerate(names):
-        seen[name] = seen.get(name, 0) + 1
-        if seen[name] > 1:
-            names[i] = f"{name} ({seen[name]})"
-    return names
-
-
 @command
 def main(argv=None):
     args = get_parser().parse_args(argv)
+    outputs = {"--out": args.out, **({"--json": args.json} if args.json else {})}
+    check_outputs(outputs, {"LOG": args.logs})  # before the work: never over a log or each other
     try:
-        series = {name: curves(read_log(p)) for name, p in zip(run_names(args.logs), args.logs)}
+        # run.sh's logs are all OUT/checkpoints/train.log: a name is the path's end from the run's folder
+        series = {name: curves(read_log(p)) for name, p in zip(unique_names(args.logs, min_parts=2), args.logs)}
     except TrainingLogError as e:
         fail(e)
     if args.json:
-        with open(args.json, "w", encoding="utf-8") as f:
-            json.dump(series, f, indent=1)
-    path = plot_curves(series, args.out)
+        with disk_full_reported(args.json, "--json"):
+            write_json(args.json, series)
+    with disk_full_reported(args.out, "--out"):
+        path = plot_curves(series, args.out)
     if path is None:
         fail("clear-plot needs matplotlib (pip install 'fairseq-clear[plots]')")
     for name, c in series.items():

@@ -8,7 +8,6 @@ import logging
 import sys
 from typing import Optional, Sequence
 
-from ..preprocessing.common import PrepareError
 from ..preprocessing.pipeline import add_args, format_summary, prepare
 from . import command
 
@@ -35,12 +34,7 @@ def main(argv: Optional[Sequence[str]] = None):
         stream=sys.stderr,
         force=True,
     )
-    try:
-        summary = prepare(inputs, out_dir, **options)
-    except PrepareError as e:
-        print(f"clear-prepare: error: {e}", file=sys.stderr)
-        sys.exit(2)
-    print(format_summary(summary))
+    print(format_summary(prepare(inputs, out_dir, **options)))
 
 
 if __name__ == "__main__":

@@ -27,7 +27,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tokenizer-from", required=True,
                    help="the directory whose dict.txt and tokenizer encode the text: an imported Hugging Face model "
                    "(clear-import-hf's output), the pre-training data-bin")
-    p.add_argument("--out", required=True, help="output data directory (written beside, renamed when complete)")
+    p.add_argument("--out", required=True,
+                   help="output data directory: new, empty, or an earlier output of this command, whose files (listed "
+                   "in its export_manifest.json) a rerun replaces, leaving everything else there untouched; built in "
+                   "a hidden sibling and moved in when complete")
     p.add_argument("--tasks", nargs="+", choices=TASKS, default=list(TASKS), help="tasks to prepare")
     p.add_argument("--limit-train", type=int, default=0, help="keep a random N rows of each train split (0 = all)")
     p.add_argument("--limit-valid", type=int, default=0, help="keep a random N rows of each valid split (0 = all)")

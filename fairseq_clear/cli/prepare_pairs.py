@@ -8,7 +8,6 @@ import argparse
 import logging
 import sys
 
-from ..preprocessing.common import PrepareError
 from ..preprocessing.pairs import FORMATS, prepare, print_report
 from . import command
 
@@ -33,7 +32,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sentencepiece-model", default="",
                    help="a sentencepiece model to use instead of DATA's tokenizer")
     p.add_argument("--dict", default="", help="default: DATA/dict.txt")
-    p.add_argument("--out", required=True, help="output data directory")
+    p.add_argument("--out", required=True,
+                   help="output data directory: new, empty, or an earlier output of this command, whose files (listed "
+                   "in its export_manifest.json) a rerun replaces, leaving everything else there untouched; built in "
+                   "a hidden sibling and moved in when complete")
     p.add_argument(
         "--sts-threshold", type=float, default=4.0,
         help="stsb: pairs scoring above this are positives (CLSR: 4; GLUE STS-B train has 1,052 such pairs)",
@@ -63,11 +65,7 @@ def main(argv=None):
     logging.basicConfig(format="%(asctime)s | %(levelname)s | %(name)s | %(message)s",
                         level=logging.INFO, stream=sys.stderr)
     args = build_parser().parse_args(argv)
-    try:
-        summary = prepare(args)
-    except PrepareError as e:
-        print(f"clear-prepare-pairs: error: {e}", file=sys.stderr)
-        return 2
+    summary = prepare(args)  # an error of the input or options: one error line (command)
     print_report(summary, args.out)
     return 0
 

@@ -116,7 +116,8 @@ class ClearCriterionConfig(FairseqDataclass):
         default=0.0,
         metadata={
             "help": "GISTEmbedLoss's margin (sentence-transformers: 0.0): absolute = mask when the guide's "
-            "sim > sim(positive) - margin; relative = when sim > sim(positive)·(1 - margin)"
+            "sim > sim(positive) - margin; relative = when sim > sim(positive) - |sim(positive)|·margin "
+            "(GISTEmbedLoss's form, as clear-mine-negatives' --relative-margin)"
         },
     )
     guide_margin_strategy: MARGIN_STRATEGIES = field(

@@ -11,6 +11,7 @@ import numpy as np
 from fairseq.data import Dictionary, data_utils
 
 from ..errors import FairseqClearError
+from ..export.output_dir import MANIFEST, interrupted, written_by
 
 
 class BinarizedDataError(FairseqClearError, ValueError):
@@ -42,7 +43,13 @@ def load_dictionary(path: str) -> Dictionary:
     """fairseq's ``Dictionary.load(path)``; a damaged file fails naming it and the line.
 
     fairseq's own messages (a duplicate, a line without a count, bad UTF-8) do not say which file.
+    A directory whose files a command was stopped while replacing (export/output_dir.py: some of
+    them are still the previous run's) is refused.
     """
+    directory = os.path.dirname(os.path.abspath(path))
+    if interrupted(directory):
+        raise DictionaryFileError(f"{directory}: {written_by(directory)} was stopped while replacing its files (its "
+                                  f"{MANIFEST} still lists them as pending); run it again")
     with open(path, "rb") as f:
         raw = f.read()
     try:

@@ -18,7 +18,15 @@ schedule                  the updates of an epoch
 ``supervised-first``      ``--first-phase-epochs`` epochs of average updates, then contrastive
                           epochs (every batch of task 1, then task 2, then task 3)
 ``contrastive-first``     the same, contrastive epochs first
+``contrastive``           contrastive epochs only, no head (the recipe's SimCSE-unsup phase of
+                          the "3 Given" pre-training, §4.1)
 ========================= ==================================================================
+
+The supervised parts are those of the tasks with a head; the contrastive-only batches are those of
+``--contrastive-tasks`` (the task resolves its default: the heads' tasks, fusion's task alone).
+Seed 004's Table 1 trains the sentiment head only and contrasts the sentences of all three
+datasets, "first SST data, then Quora data, and finally SemEval STS data" (§5.3): with fusion,
+the other datasets' contrastive batches follow the epoch's fused updates.
 
 Down-sampling (``--downsample smallest``, the seed's final model): every epoch each task
 trains on as many rows as the smallest task has, drawn afresh from all its rows (SST and Quora
@@ -35,8 +43,8 @@ import torch
 from fairseq.data import FairseqDataset, data_utils
 
 SCHEDULES = ("average", "round-robin-batch", "round-robin-epoch", "fusion", "supervised-first",
-             "contrastive-first")
-CONTRASTIVE_SCHEDULES = ("fusion", "supervised-first", "contrastive-first")
+             "contrastive-first", "contrastive")
+CONTRASTIVE_SCHEDULES = ("fusion", "supervised-first", "contrastive-first", "contrastive")
 DOWNSAMPLE_CHOICES = ("smallest", "none")
 SUPERVISED, CONTRASTIVE = 0, 1
 
@@ -81,34 +89,41 @@ def chunks(rows: np.ndarray, batch_size: int) -> List[np.ndarray]:
 
 
 def plan(schedule: str, per_task: Dict[str, List[np.ndarray]], epoch: int = 1, fusion_task: Optional[str] = None,
-         first_phase_epochs: int = 0) -> List[List[tuple]]:
-    """The updates of ``epoch``: each a list of (phase, task, rows) parts, from each task's batches."""
-    names = list(per_task)
-    longest = max(len(b) for b in per_task.values())
+         first_phase_epochs: int = 0, supervised: Optional[Sequence[str]] = None,
+         contrastive: Optional[Sequence[str]] = None) -> List[List[tuple]]:
+    """The updates of ``epoch``: each a list of (phase, task, rows) parts, from each task's batches.
+    ``supervised``: the tasks with a head (default: all of ``per_task``); ``contrastive``: the tasks
+    whose contrastive-only batches the schedule trains (default: the supervised ones; fusion: none
+    besides its fused batches; ``contrastive``: all of ``per_task``)."""
+    names = list(per_task) if supervised is None else list(supervised)
+    longest = max((len(per_task[n]) for n in names), default=0)
 
-    def average(k, phase=SUPERVISED):
-        return [(phase, n, per_task[n][k % len(per_task[n])]) for n in names if per_task[n]]
+    def average(k):
+        return [(SUPERVISED, n, per_task[n][k % len(per_task[n])]) for n in names if per_task[n]]
 
-    def sequential(phase):
-        return [[(phase, n, b)] for n in names for b in per_task[n]]
+    def sequential(phase, tasks):
+        return [[(phase, n, b)] for n in tasks for b in per_task[n]]
 
     if schedule == "average":
         return [average(k) for k in range(longest)]
     if schedule == "round-robin-batch":
         return [[(SUPERVISED, n, per_task[n][k])] for k in range(longest) for n in names if k < len(per_task[n])]
     if schedule == "round-robin-epoch":
-        return sequential(SUPERVISED)
+        return sequential(SUPERVISED, names)
     if schedule == "fusion":
         out = []
         for k in range(longest):
             out.append(average(k))
             batches = per_task[fusion_task]
             out.append([(CONTRASTIVE, fusion_task, batches[k % len(batches)])])
-        return out
+        return out + sequential(CONTRASTIVE, [n for n in contrastive or () if n != fusion_task])
+    if schedule == "contrastive":
+        return sequential(CONTRASTIVE, list(per_task) if contrastive is None else contrastive)
     if schedule in ("supervised-first", "contrastive-first"):
         first = epoch <= first_phase_epochs
-        supervised = first == (schedule == "supervised-first")
-        return [average(k) for k in range(longest)] if supervised else sequential(CONTRASTIVE)
+        if first == (schedule == "supervised-first"):
+            return [average(k) for k in range(longest)]
+        return sequential(CONTRASTIVE, names if contrastive is None else contrastive)
     raise ValueError(f"unknown schedule '{schedule}', choose from {', '.join(SCHEDULES)}")
 
 
@@ -117,7 +132,8 @@ class MultitaskDataset(FairseqDataset):
 
     def __init__(self, tasks: Dict[str, TaskRows], pad: int, schedule: str = "average",
                  downsample: str = "smallest", seed: int = 1, fusion_task: Optional[str] = None,
-                 first_phase_epochs: int = 0, train: bool = True):
+                 first_phase_epochs: int = 0, train: bool = True, supervised: Optional[Sequence[str]] = None,
+                 contrastive: Optional[Sequence[str]] = None):
         super().__init__()
         if schedule not in SCHEDULES:
             raise ValueError(f"unknown schedule '{schedule}', choose from {', '.join(SCHEDULES)}")
@@ -126,6 +142,9 @@ class MultitaskDataset(FairseqDataset):
         self.pad = pad
         self.schedule, self.downsample, self.seed = schedule, downsample, seed
         self.fusion_task, self.first_phase_epochs, self.train = fusion_task, first_phase_epochs, train
+        # the tasks with a head (validation scores these only) and those the contrastive batches read
+        self.supervised = self.names if supervised is None else list(supervised)
+        self.contrastive = contrastive
         self.offsets, total = {}, 0
         for name in self.names:
             self.offsets[name] = total
@@ -180,13 +199,14 @@ class MultitaskDataset(FairseqDataset):
     def updates(self, epoch: int, batch_size: int) -> List[List[tuple]]:
         """(phase, task, rows) parts of each update of ``epoch`` (training: the schedule;
         validation: every row of each task in order, supervised)."""
-        sizes = {n: len(self.tasks[n]) for n in self.names}
         if not self.train:
+            sizes = {n: len(self.tasks[n]) for n in self.supervised}
             rows = epoch_rows(sizes, epoch, self.seed, "none", shuffle=False)
             return plan("round-robin-epoch", {n: chunks(r, batch_size) for n, r in rows.items()})
-        rows = epoch_rows(sizes, epoch, self.seed, self.downsample)
+        rows = epoch_rows({n: len(self.tasks[n]) for n in self.names}, epoch, self.seed, self.downsample)
         per_task = {n: chunks(r, batch_size) for n, r in rows.items()}
-        return plan(self.schedule, per_task, epoch, self.fusion_task, self.first_phase_epochs)
+        return plan(self.schedule, per_task, epoch, self.fusion_task, self.first_phase_epochs, self.supervised,
+                    self.contrastive)
 
     def batches(self, epoch: int, batch_size: int) -> List[np.ndarray]:
         """fairseq's batch list of ``epoch``: the dataset indices of each update."""

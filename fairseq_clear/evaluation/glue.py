@@ -78,6 +78,30 @@ TASKS: Dict[str, GlueTask] = {
 #: criterion flags that make fairseq log the GLUE metric
 REPORT_FLAGS = {"acc_and_f1": "--report-acc-and-f1", "mcc": "--report-mcc",
                 "pearson_and_spearman": "--report-pearson-and-spearman", "accuracy": ""}
+#: the split's output manifest names this command: a rerun replaces its own files there
+SPLIT_WRITER = "clear-glue split"
+#: the writer of examples/glue/prepare.sh's TASK-bin folders (clear-glue publish)
+BIN_WRITER = "examples/glue/prepare.sh"
+
+
+def publish(built: str, out_dir: str, check_only: bool = False) -> None:
+    """Move the binarized task folder ``built`` into ``out_dir`` through the export's output
+    directory (a rerun replaces the files of the previous one, removes what it no longer writes,
+    and leaves everything else there; a kill leaves whole files); ``check_only``: refuse, before
+    any work, an ``out_dir`` that is not empty and not ours."""
+    import shutil
+
+    from fairseq_clear.export.output_dir import check_output_dir, staged_output
+
+    check_output_dir(out_dir, writer=BIN_WRITER, option="OUT_DIR/TASK-bin")
+    if check_only:
+        return
+    if not os.path.isdir(built):
+        raise GlueDataError(f"'{built}' is not a directory to publish")
+    with staged_output(out_dir, writer=BIN_WRITER, option="OUT_DIR/TASK-bin", remove_unwritten=True) as staging:
+        for name in os.listdir(built):
+            shutil.move(os.path.join(built, name), os.path.join(staging, name))
+    os.rmdir(built)
 
 
 class GlueDataError(FairseqClearError, ValueError):
@@ -120,12 +144,13 @@ def glue_metrics(task: str, preds, labels) -> Dict[str, float]:
 
 # ---- data ------------------------------------------------------------------------
 
-def read_tsv(path: str, header: bool, num_fields: Optional[int], needed: int):
-    """Rows of a GLUE tsv (fields split on tabs only: GLUE text has quotes)."""
+def read_tsv(path: str, header: bool, num_fields: Optional[int], needed: int, numbered: bool = False):
+    """Rows of a GLUE tsv (fields split on tabs only: GLUE text has quotes); ``numbered``: each
+    as (line number, fields)."""
     if not os.path.isfile(path):
         raise GlueDataError(f"GLUE file '{path}' does not exist")
     try:
-        rows, skipped = _read_tsv_rows(path, header, num_fields, needed)
+        rows, skipped = _read_tsv_rows(path, header, num_fields, needed, numbered)
     except UnicodeDecodeError as e:
         raise NotUtf8Error(path, e) from None
     if skipped:
@@ -134,7 +159,7 @@ def read_tsv(path: str, header: bool, num_fields: Optional[int], needed: int):
     return rows
 
 
-def _read_tsv_rows(path: str, header: bool, num_fields: Optional[int], needed: int):
+def _read_tsv_rows(path: str, header: bool, num_fields: Optional[int], needed: int, numbered: bool = False):
     rows, skipped = [], []
     with open(path, encoding="utf-8-sig") as f:  # MRPC files start with a BOM
         for lineno, line in enumerate(f, start=1):
@@ -148,7 +173,7 @@ def _read_tsv_rows(path: str, header: bool, num_fields: Optional[int], needed: i
                 raise GlueDataError(
                     f"{path}:{lineno}: expected at least {needed} tab-separated columns, found {len(fields)}"
                 )
-            rows.append(fields)
+            rows.append((lineno, fields) if numbered else fields)
     return rows, skipped
 
 
@@ -158,45 +183,49 @@ def split_task(glue_dir: str, task: str, tokenizer_source: str, out_dir: str) ->
     ``tokenizer_source``: a sentencepiece model, or a data or model directory whose
     tokenizer (sentencepiece, GPT-2 BPE, WordPiece) and dict.txt encode the text.
     Splits are train, the task's dev split(s) and test (if present); returns
-    the number of examples per split.
+    the number of examples per split. OUT is written through the export's output directory
+    (export/output_dir.py): built beside it and moved in when complete; a rerun replaces the files
+    of the previous one (and removes a test split it no longer writes), nothing else there.
     """
+    from fairseq_clear.export.output_dir import check_output_dir, staged_output
     from fairseq_clear.preprocessing.encode import tokenizer_vocabulary
 
     spec = get_task(task)
     if not os.path.exists(tokenizer_source):
         raise GlueDataError(f"tokenizer '{tokenizer_source}' does not exist")
+    check_output_dir(out_dir, writer=SPLIT_WRITER, option="OUT")
     encode_ids, symbols = tokenizer_vocabulary(tokenizer_source)[:2]
-    os.makedirs(out_dir, exist_ok=True)
     counts = {}
     test_splits = [d.replace("dev", "test") for d in spec.dev_splits]  # MNLI: test_matched, ...
     splits = ["train", *spec.dev_splits, *test_splits]
     task_dir = os.path.join(glue_dir, task)
-    for split in splits:
-        path = os.path.join(task_dir, f"{split}.tsv")
-        if split.startswith("test") and not os.path.isfile(path):
-            continue
-        is_test = split.startswith("test")
-        columns = spec.test_inputs if is_test else spec.inputs
-        label_col = None if is_test else (spec.dev_label if split != "train" and spec.dev_label is not None else spec.label)
-        needed = max(columns + ((label_col,) if label_col is not None else ())) + 1
-        # CoLA's test.tsv has a header although its train/dev do not
-        rows = read_tsv(path, spec.header or is_test, None if is_test else spec.num_fields, needed)
-        for i, col in enumerate(columns):
-            with open(os.path.join(out_dir, f"{split}.input{i}"), "w", encoding="utf-8") as f:
-                for r in rows:
-                    f.write(" ".join(symbols[t] for t in encode_ids(r[col])) + "\n")
-        if label_col is not None:
-            with open(os.path.join(out_dir, f"{split}.label"), "w", encoding="utf-8") as f:
-                for r in rows:
-                    label = r[label_col].strip()
-                    if spec.regression:
-                        # README.glue.md / preprocess_GLUE_tasks.sh: STS-B scores scaled to [0, 1]
-                        try:
-                            label = repr(float(label) / 5.0)
-                        except ValueError:
-                            raise GlueDataError(f"{path}: score '{label}' is not a number") from None
-                    f.write(label + "\n")
-        counts[split] = len(rows)
+    with staged_output(out_dir, writer=SPLIT_WRITER, option="OUT", remove_unwritten=True) as staging:
+        for split in splits:
+            path = os.path.join(task_dir, f"{split}.tsv")
+            if split.startswith("test") and not os.path.isfile(path):
+                continue
+            is_test = split.startswith("test")
+            columns = spec.test_inputs if is_test else spec.inputs
+            label_col = None if is_test else (spec.dev_label if split != "train" and spec.dev_label is not None else spec.label)
+            needed = max(columns + ((label_col,) if label_col is not None else ())) + 1
+            # CoLA's test.tsv has a header although its train/dev do not
+            rows = read_tsv(path, spec.header or is_test, None if is_test else spec.num_fields, needed)
+            for i, col in enumerate(columns):
+                with open(os.path.join(staging, f"{split}.input{i}"), "w", encoding="utf-8") as f:
+                    for r in rows:
+                        f.write(" ".join(symbols[t] for t in encode_ids(r[col])) + "\n")
+            if label_col is not None:
+                with open(os.path.join(staging, f"{split}.label"), "w", encoding="utf-8") as f:
+                    for r in rows:
+                        label = r[label_col].strip()
+                        if spec.regression:
+                            # README.glue.md / preprocess_GLUE_tasks.sh: STS-B scores scaled to [0, 1]
+                            try:
+                                label = repr(float(label) / 5.0)
+                            except ValueError:
+                                raise GlueDataError(f"{path}: score '{label}' is not a number") from None
+                        f.write(label + "\n")
+            counts[split] = len(rows)
     return counts
 
 
@@ -283,22 +312,13 @@ def model_args(checkpoint: str) -> List[str]:
     except (UnsupportedCheckpointError, CheckpointSizeError) as e:
         raise GlueDataError(str(e)) from None
 
-    # the flags go into fairseq-train's command line (the example scripts split them on
-    # spaces), so every value is checked to be what its option takes: a string from the
-    # file must never become an option of its own (e.g. a second --user-dir)
+    from fairseq_clear.checkpoint_sizes import CheckpointValueError, option_value
+
     def checked(field, value, kind):
         try:
-            if kind is int and not isinstance(value, bool) and int(value) == value and int(value) > 0:
-                return str(int(value))
-            if kind is float and float(value) > 0:
-                return repr(float(value))
-            if isinstance(kind, (list, tuple, frozenset, set)) and value in kind:
-                return str(value)
-        except (TypeError, ValueError):
-            pass
-        raise GlueDataError(f"{checkpoint}: {field} is {value!r}, not "
-                            + ("a positive integer" if kind is int else "a positive number" if kind is float
-                               else f"one of {sorted(kind)}"))
+            return option_value(checkpoint, field, value, kind)
+        except CheckpointValueError as e:
+            raise GlueDataError(str(e)) from None
 
     flags = [
         "--arch", checked("arch", arch, accepted_model_names()),
@@ -316,8 +336,7 @@ def model_args(checkpoint: str) -> List[str]:
     if get("untie_weights_roberta", False):
         flags.append("--untie-weights-roberta")
     # what the starting model is (clear-import-hf's record), carried into the trained checkpoint
-    from fairseq_clear.models.clear_roberta import PRETRAINED_KINDS
-    from fairseq_clear.models.pooling import POOLING_CHOICES
+    from fairseq_clear.models.pooling import POOLING_CHOICES, PRETRAINED_KINDS
 
     from fairseq_clear.checkpoint_safety import stock_roberta_names
 

@@ -20,6 +20,9 @@ Each reader keeps SentEval's rules: its encodings, its label maps, whitespace to
 (a sentence here is its tokens joined by one space, what a SentEval batcher sees), header
 lines skipped. A malformed line is an error naming the file and line (where SentEval would
 stop with an IndexError or KeyError); a missing folder is an error naming it and how to get it.
+Labels and scores are held to each task's documented set (a label outside it is an error naming
+file, line and value; SICK-R's relatedness 1-5 and STS's gold 0-5, by the readers of ``sts.py``),
+and a classification task's train split must hold two classes at least (one scores 100).
 
 Also read, so that the evaluation runs with the data of ``../shared/data``: GLUE's SST-2 (its
 67k training phrases; dev, 872 sentences, held out of them; GLUE's dev as test, as it has no
@@ -36,12 +39,17 @@ import numpy as np
 
 from ..errors import FairseqClearError, NotUtf8Error
 
-#: DeCLUTR's downstream tasks (its scripts/run_senteval.py), in its order: the mean over these is its
-#: "Downstream" column. STS12-16 are unsupervised (cosine, Spearman), the rest classifiers/regressors.
+#: DeCLUTR's 18 downstream tasks (its scripts/run_senteval.py's DOWNSTREAM_TASKS, in its order, under
+#: our names; its paper's "18 downstream tasks"): the mean over these is its "Downstream" column
+DECLUTR_DOWNSTREAM = ("CR", "MR", "MPQA", "SUBJ", "SST2", "SST5", "TREC", "MRPC", "SNLI", "SICK-E", "SICK-R",
+                      "STS-B", "ImageCaptionRetrieval", "STS12", "STS13", "STS14", "STS15", "STS16")
+#: DeCLUTR's tasks this package does not score, and why (SentEval's COCO retrieval trains a ranking model
+#: on its own ResNet image features; DeCLUTR's score is the mean of its six recalls R@1, 5, 10 both ways)
+NOT_IMPLEMENTED = {"ImageCaptionRetrieval": "not implemented"}
+#: the downstream tasks scored here, in the table's order: STS12-16 unsupervised (cosine, Spearman), the
+#: rest classifiers/regressors
 DOWNSTREAM = ("STS12", "STS13", "STS14", "STS15", "STS16", "MR", "CR", "MPQA", "SUBJ", "SST2", "SST5", "TREC",
-              "MRPC", "SICK-E", "SICK-R", "STS-B")
-#: SentEval downstream tasks read by name but left out of DeCLUTR's table and its average
-EXTRA = ("SNLI",)
+              "MRPC", "SNLI", "SICK-E", "SICK-R", "STS-B")
 STS_UNSUPERVISED = ("STS12", "STS13", "STS14", "STS15", "STS16")
 #: the 10 probing tasks, under the probing paper's short names
 PROBING = ("SentLen", "WC", "TreeDepth", "TopConst", "BShift", "Tense", "SubjNum", "ObjNum", "SOMO", "CoordInv")
@@ -59,7 +67,7 @@ SENTEVAL_NAMES = {
 }
 GROUPS = {"downstream": DOWNSTREAM, "probing": PROBING, "all": DOWNSTREAM + PROBING}
 #: every task a name can select
-TASKS = DOWNSTREAM + EXTRA + PROBING
+TASKS = DOWNSTREAM + PROBING
 #: folders under SentEval's data/downstream
 TASK_FOLDERS = {"MR": "MR", "CR": "CR", "SUBJ": "SUBJ", "MPQA": "MPQA", "SST2": "SST/binary", "SST5": "SST/fine",
                 "TREC": "TREC", "MRPC": "MRPC", "SICK-E": "SICK", "SNLI": "SNLI", "SICK-R": "SICK",
@@ -67,6 +75,17 @@ TASK_FOLDERS = {"MR": "MR", "CR": "CR", "SUBJ": "SUBJ", "MPQA": "MPQA", "SST2": 
 TREC_LABELS = {"ABBR": 0, "DESC": 1, "ENTY": 2, "HUM": 3, "LOC": 4, "NUM": 5}
 SICK_E_LABELS = {"CONTRADICTION": 0, "NEUTRAL": 1, "ENTAILMENT": 2}
 SNLI_LABELS = {"entailment": 0, "neutral": 1, "contradiction": 2}
+#: each probing task's classes as SentEval's data/probing/README.md documents them (WC: its 1,000 target
+#: words, not listed there)
+PROBING_LABELS = {
+    "SentLen": tuple(str(k) for k in range(6)),  # 6 length bins
+    "TreeDepth": tuple(str(k) for k in range(5, 13)),  # depth 5 to 12
+    "TopConst": ("ADVP_NP_VP_.", "CC_ADVP_NP_VP_.", "CC_NP_VP_.", "IN_NP_VP_.", "NP_ADVP_VP_.", "NP_NP_VP_.",
+                 "NP_PP_.", "NP_VP_.", "OTHER", "PP_NP_VP_.", "RB_NP_VP_.", "SBAR_NP_VP_.", "SBAR_VP_.", "S_CC_S_.",
+                 "S_NP_VP_.", "S_VP_.", "VBD_NP_VP_.", "VP_.", "WHADVP_SQ_.", "WHNP_SQ_."),
+    "BShift": ("I", "O"), "Tense": ("PAST", "PRES"), "SubjNum": ("NN", "NNS"), "ObjNum": ("NN", "NNS"),
+    "SOMO": ("C", "O"), "CoordInv": ("I", "O"),
+}
 #: GLUE SST-2: how many training phrases are held out as dev (the size of SentEval's SST dev)
 GLUE_SST_DEV = 872
 
@@ -133,6 +152,9 @@ def resolve_tasks(spec: str) -> List[str]:
             tasks = GROUPS[n.lower()]
         elif n.lower() in lower:
             tasks = (lower[n.lower()],)
+        elif n.lower() in {t.lower() for t in NOT_IMPLEMENTED}:
+            raise SentEvalDataError(f"--tasks: {n} is not implemented here (SentEval's COCO image-caption retrieval "
+                                    "needs its image features); the Downstream average says it is missing")
         else:
             raise SentEvalDataError(f"--tasks: unknown task '{n}'; known: {', '.join(TASKS)} "
                                     f"(or SentEval's names), and the groups {', '.join(GROUPS)}")
@@ -150,6 +172,8 @@ def _text(path: str, encoding: str) -> str:
             return f.read()
     except UnicodeDecodeError as e:
         raise NotUtf8Error(path, e) from None
+    except OSError as e:  # a folder, a file we may not read: the command's one error line
+        raise SentEvalDataError(f"cannot read '{path}' ({e.strerror or e})") from None
 
 
 def _lines(path: str, encoding: str = "utf-8") -> List[str]:
@@ -170,6 +194,14 @@ def _fail(path, problems):
 def _require(path, rows, what="examples"):
     if not rows:
         raise SentEvalDataError(f"'{path}' holds no {what}")
+
+
+def _two_classes(path, labels):
+    """A classifier trained on one class scores 100 on a test split of that class: refuse it."""
+    classes = sorted({str(y) for y in labels})
+    if len(classes) < 2:
+        raise SentEvalDataError(f"{path}: the train split holds one class ({', '.join(classes)}); a classification "
+                                "task needs at least two")
 
 
 def _folder(root: str, task: str) -> str:
@@ -206,6 +238,7 @@ def read_sst(folder: str, nclasses: int) -> TaskData:
     """SST binary ("sentence<TAB>label") or fine-grained ("label sentence", 0..4)."""
     task = "SST2" if nclasses == 2 else "SST5"
     names = {"train": "sentiment-train", "dev": "sentiment-dev", "test": "sentiment-test"}
+    valid = {str(k) for k in range(nclasses)}  # SentEval's int(): these digits only
     _check_folder(folder, task, names.values())
     splits = {}
     for split, name in names.items():
@@ -220,14 +253,17 @@ def read_sst(folder: str, nclasses: int) -> TaskData:
             else:
                 parts = line.strip().split(" ", 1)
                 label, text = (parts[0], parts[1]) if len(parts) == 2 else (None, None)
-            if text is None or not label.lstrip("-").isdigit() or not 0 <= int(label) < nclasses:
+            if text is None or label not in valid:
                 form = "sentence<TAB>label (0/1)" if nclasses == 2 else "label (0..4) sentence"
-                problems.append(f"{path}:{lineno}: expected {form}")
+                found = f", found label '{label[:20]}'" if text is not None else ""
+                problems.append(f"{path}:{lineno}: expected {form}{found}")
                 continue
             sents.append(_tokens(text))
             labels.append(int(label))
         _fail(path, problems)
         _require(path, labels)
+        if split == "train":
+            _two_classes(path, labels)
         splits[split] = [sents, np.array(labels, dtype=np.int64)]
     top = max(int(v[-1].max()) for v in splits.values())
     if top != nclasses - 1:  # SentEval asserts it per file
@@ -251,13 +287,15 @@ def read_trec(folder: str) -> TaskData:
             words = rest.split(" ", 1)
             if not colon or len(words) < 2 or target not in TREC_LABELS:
                 problems.append(f"{path}:{lineno}: expected COARSE:fine question with COARSE one of "
-                                f"{', '.join(TREC_LABELS)}")
+                                f"{', '.join(TREC_LABELS)}, found '{target[:20]}'")
                 continue
             sents.append(_tokens(words[1]))
-            labels.append(TREC_LABELS[target])
+            labels.append(target)
         _fail(path, problems)
         _require(path, labels)
-        splits[split] = [sents, np.array(labels, dtype=np.int64)]
+        if split == "train":
+            _two_classes(path, labels)
+        splits[split] = [sents, np.array([TREC_LABELS[y] for y in labels], dtype=np.int64)]
     return TaskData("TREC", "kfold", 6, splits, folder, files=[os.path.join(folder, n) for n in names.values()])
 
 
@@ -274,13 +312,16 @@ def read_mrpc(folder: str) -> TaskData:
                 continue
             text = line.strip().split("\t")
             if len(text) < 5 or text[0] not in ("0", "1"):
-                problems.append(f"{path}:{lineno}: expected Quality (0/1), #1 ID, #2 ID, #1 String, #2 String")
+                found = f", found Quality '{text[0][:20]}'" if len(text) >= 5 else ""
+                problems.append(f"{path}:{lineno}: expected Quality (0/1), #1 ID, #2 ID, #1 String, #2 String{found}")
                 continue
             a.append(_tokens(text[3]))
             b.append(_tokens(text[4]))
             labels.append(int(text[0]))
         _fail(path, problems)
         _require(path, labels, "pairs")
+        if split == "train":
+            _two_classes(path, labels)
         splits[split] = [a, b, np.array(labels, dtype=np.int64)]
     return TaskData("MRPC", "kfold", 2, splits, folder, pair=True, f1=True,
                     files=[os.path.join(folder, n) for n in names.values()])
@@ -301,15 +342,18 @@ def read_sick_entailment(folder: str) -> TaskData:
                 continue
             text = line.strip().split("\t")
             if len(text) < 5 or text[4] not in SICK_E_LABELS:
+                found = f", found '{text[4][:20]}'" if len(text) >= 5 else ""
                 problems.append(f"{path}:{lineno}: expected pair_ID, sentence_A, sentence_B, relatedness, "
-                                f"entailment ({', '.join(SICK_E_LABELS)})")
+                                f"entailment ({', '.join(SICK_E_LABELS)}){found}")
                 continue
             a.append(_tokens(text[1]))
             b.append(_tokens(text[2]))
-            labels.append(SICK_E_LABELS[text[4]])
+            labels.append(text[4])
         _fail(path, problems)
         _require(path, labels, "pairs")
-        splits[split] = [a, b, np.array(labels, dtype=np.int64)]
+        if split == "train":
+            _two_classes(path, labels)
+        splits[split] = [a, b, np.array([SICK_E_LABELS[y] for y in labels], dtype=np.int64)]
     return TaskData("SICK-E", "split", 3, splits, folder, pair=True,
                     files=[os.path.join(folder, n) for n in SICK_FILES.values()])
 
@@ -332,6 +376,8 @@ def read_snli(folder: str) -> TaskData:
                for k, y in enumerate(raw, 1) if y not in SNLI_LABELS]
         _fail(path, bad)
         _require(path, raw, "pairs")
+        if split == "train":
+            _two_classes(path, raw)
         splits[split] = [s1, s2, raw]  # labels stay strings until sorted: SentEval sorts on them
     return TaskData("SNLI", "split", 3, splits, folder, pair=True, features="snli", noreg=True,
                     classifier={"max_epoch": 15, "epoch_size": 1},
@@ -346,12 +392,17 @@ def read_probing(path: str, task: str) -> TaskData:
     parts = {"tr": "train", "va": "dev", "te": "test"}
     rows = {"train": ([], []), "dev": ([], []), "test": ([], [])}
     problems = []
+    documented = PROBING_LABELS.get(task)
     for lineno, line in enumerate(_lines(path), 1):
         if not line.strip():
             continue
         fields = line.rstrip().split("\t")
         if len(fields) < 3 or fields[0] not in parts:
             problems.append(f"{path}:{lineno}: expected tr|va|te<TAB>label<TAB>sentence")
+            continue
+        if documented and fields[1] not in documented:
+            problems.append(f"{path}:{lineno}: label '{fields[1][:30]}' is not one of {task}'s classes "
+                            f"({', '.join(documented)})")
             continue
         rows[parts[fields[0]]][0].append(_tokens(fields[-1]))
         rows[parts[fields[0]]][1].append(fields[1])
@@ -363,6 +414,7 @@ def read_probing(path: str, task: str) -> TaskData:
     unseen = sorted({y for split in ("dev", "test") for y in rows[split][1] if y not in index})
     if unseen:
         raise SentEvalDataError(f"{path}: label(s) {', '.join(unseen[:5])} occur in va/te but not in tr")
+    _two_classes(path, names)
     splits = {split: [sents, np.array([index[y] for y in labels], dtype=np.int64)]
               for split, (sents, labels) in rows.items()}
     data = TaskData(task, "split", len(names), splits, path, files=[path])
@@ -444,12 +496,15 @@ def read_glue_sst2(folder: str, dev_size: int = GLUE_SST_DEV, seed: int = 1111) 
                 continue  # header "sentence<TAB>label"
             parts = line.rstrip("\n").split("\t")
             if len(parts) != 2 or parts[1].strip() not in ("0", "1"):
-                problems.append(f"{path}:{lineno}: expected sentence<TAB>label (0/1)")
+                found = f", found label '{parts[1][:20]}'" if len(parts) == 2 else ""
+                problems.append(f"{path}:{lineno}: expected sentence<TAB>label (0/1){found}")
                 continue
             sents.append(_tokens(parts[0]))
             labels.append(int(parts[1]))
         _fail(path, problems)
         _require(path, labels)
+        if name == "train.tsv":
+            _two_classes(path, labels)
         columns.append((sents, np.array(labels, dtype=np.int64)))
     (train_s, train_y), test = columns
     if len(train_y) <= 2 * dev_size:

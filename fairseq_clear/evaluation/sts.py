@@ -11,7 +11,9 @@ Layout (SentEval's ``data/downstream/STS`` and ``SICK``)::
 Readers follow SentEval: unscored STS12-16 pairs are left out, sentences are
 split on whitespace and re-joined with single spaces. Unlike SentEval, a
 malformed line is reported with its file and line number instead of raising
-an IndexError, or skipped and counted with ``skip_malformed=True``.
+an IndexError, or skipped and counted with ``skip_malformed=True``. A gold score
+outside its format's documented range (STS12-16 and STS-B: 0 to 5; SICK's
+relatedness: 1 to 5), NaN or infinite, is a malformed line.
 
 Scores are Spearman's rank correlation of cosine similarity with the gold
 score, x100. For STS12-16, where each year has several subsets, the year's
@@ -23,7 +25,7 @@ import logging
 import math
 import os
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 from ..errors import FairseqClearError, NotUtf8Error
@@ -45,6 +47,10 @@ ALL_TASKS = list(STS_YEARS) + ["STS-B", "SICK-R"]
 TASK_DIRS = {**{year: f"{year}-en-test" for year in STS_YEARS}, "STS-B": "STSBenchmark", "SICK-R": "SICK"}
 #: SentEval's tokenized, lowercased copy inside a directory that also has the raw files
 SENTEVAL_COPY_DIR = "senteval_tokenized_lowercased"
+#: the gold scores each format documents: STS12-16 and STS-B from 0 (unrelated) to 5 (equivalent),
+#: SICK's relatedness from 1 to 5
+STS_SCORE_RANGE = (0.0, 5.0)
+SICK_SCORE_RANGE = (1.0, 5.0)
 
 
 class STSFormatError(FairseqClearError, ValueError):
@@ -86,12 +92,12 @@ def _read_lines(path: str) -> List[str]:
 def _finish(problems: List[str], skip_malformed: bool, what: str):
     if not problems:
         return
-    if not skip_malformed:
-        shown = "\n  ".join(problems[:10])
-        more = f"\n  ... and {len(problems) - 10} more" if len(problems) > 10 else ""
+    if not skip_malformed:  # one line: the command prints it as its one error line
+        shown = "; ".join(problems[:10])
+        more = f" (and {len(problems) - 10} more)" if len(problems) > 10 else ""
         raise STSFormatError(
-            f"{what}: {len(problems)} malformed line(s):\n  {shown}{more}\n"
-            "(fix the file, or pass skip_malformed / --skip-malformed to leave them out)"
+            f"{what}: {len(problems)} malformed line(s): {shown}{more} "
+            "(fix the file, or leave such lines out with skip_malformed / clear-eval-sts --skip-malformed)"
         )
     for p in problems:
         logger.warning("skipped malformed line %s", p)
@@ -103,12 +109,19 @@ def _require_pairs(scores, path):
         raise STSFormatError(f"STS file '{path}' holds no scored sentence pair (empty or truncated?)")
 
 
-def _parse_score(text: str) -> Optional[float]:
+def parse_score(text: str, what: str, bounds: Tuple[float, float]) -> Tuple[Optional[float], str]:
+    """(the gold score, "") or (None, why not): a finite number within the format's ``bounds``."""
+    shown = text.strip()[:30]
     try:
         value = float(text)
     except ValueError:
-        return None
-    return value if math.isfinite(value) else None
+        return None, f"{what} '{shown}' is not a number"
+    if not math.isfinite(value):
+        return None, f"{what} '{shown}' is not a finite number"
+    low, high = bounds
+    if not low <= value <= high:
+        return None, f"{what} '{shown}' is outside [{low:g}, {high:g}], the range of the format"
+    return value, ""
 
 
 def read_senteval_subset(directory: str, subset: str, skip_malformed: bool = False) -> StsPairs:
@@ -131,9 +144,9 @@ def read_senteval_subset(directory: str, subset: str, skip_malformed: bool = Fal
         if len(fields) < 2:
             problems.append(f"{input_path}:{lineno}: expected sentence1<TAB>sentence2, found {len(fields)} field(s)")
             continue
-        score = _parse_score(gold)
+        score, problem = parse_score(gold, "gold score", STS_SCORE_RANGE)
         if score is None:
-            problems.append(f"{gold_path}:{lineno}: gold score '{gold[:30]}' is not a number")
+            problems.append(f"{gold_path}:{lineno}: {problem}")
             continue
         sent1.append(_normalize(fields[0]))
         sent2.append(_normalize(fields[1]))
@@ -193,9 +206,9 @@ def read_sts_benchmark(path: str, skip_malformed: bool = False) -> StsPairs:
         except ValueError as e:
             problems.append(f"{path}:{lineno}: {e}")
             continue
-        score = _parse_score(score_text)
+        score, problem = parse_score(score_text, "score", STS_SCORE_RANGE)
         if score is None:
-            problems.append(f"{path}:{lineno}: score '{score_text[:30]}' (column 5) is not a number")
+            problems.append(f"{path}:{lineno}: {problem} (column 5)")
             continue
         sent1.append(_normalize(s1))
         sent2.append(_normalize(s2))
@@ -223,9 +236,9 @@ def read_sick(path: str, skip_malformed: bool = False) -> StsPairs:
         if len(fields) < need:
             problems.append(f"{path}:{lineno}: expected at least {need} tab-separated columns, found {len(fields)}")
             continue
-        score = _parse_score(fields[ir])
+        score, problem = parse_score(fields[ir], "relatedness score", SICK_SCORE_RANGE)
         if score is None:
-            problems.append(f"{path}:{lineno}: relatedness score '{fields[ir][:30]}' is not a number")
+            problems.append(f"{path}:{lineno}: {problem}")
             continue
         sent1.append(_normalize(fields[ia]))
         sent2.append(_normalize(fields[ib]))

@@ -106,6 +106,9 @@ def plot_curves(series: Dict[str, Dict[str, List[tuple]]], path: str) -> Optiona
         if len(series) > 1:
             ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    from ..preprocessing.common import atomic_write
+
+    with atomic_write(path, "wb") as f:  # a kill or a full disk leaves the previous plot
+        fig.savefig(f, format=os.path.splitext(path)[1][1:].lower() or "png", dpi=120)
     plt.close(fig)
     return path

@@ -7,7 +7,9 @@ download) it writes::
     OUT/model.pt               fairseq checkpoint (task masked_lm, arch clear_roberta)
     OUT/dict.txt               the model's vocabulary in fairseq's layout
     OUT/<tokenizer files>      encoder.json + vocab.bpe (RoBERTa), vocab.txt (BERT),
-                               sentencepiece.model (XLM-R)
+                               sentencepiece.model (XLM-R), + tokenizer.json; from
+                               tokenizer.json alone when the directory has only that
+                               (transformers >= 5's save_pretrained)
     OUT/clear_tokenizer.json   which tokenizer made dict.txt
     OUT/fairseq_args.txt       the --arch options that rebuild this encoder in fairseq-train
 
@@ -28,6 +30,7 @@ safetensors or a weights-only torch pickle, tokenizers are data files.
 
 import json
 import logging
+import math
 import os
 import shutil
 from typing import Dict, List, Tuple
@@ -35,7 +38,7 @@ from typing import Dict, List, Tuple
 import torch
 
 from ..checkpoint_sizes import check_hf_sizes
-from ..vocabulary import BERT_SPECIALS, DEL_SYMBOL, FAIRSEQ_SPECIALS
+from ..vocabulary import BERT_SPECIALS, DEL_SYMBOL, FAIRSEQ_SPECIALS, SP_WORD_START
 from .output_dir import staged_output
 from ..errors import FairseqClearError, NotUtf8Error
 
@@ -194,24 +197,142 @@ def _bert_vocab(model_dir) -> List[str]:
     raise ImportHfError(f"'{model_dir}' has no vocab.txt (BERT's WordPiece vocabulary) or tokenizer.json")
 
 
+# the tokenizer's own files; transformers >= 5 saves RoBERTa's and XLM-R's tokenizer as tokenizer.json
+# alone, which holds all they hold: fairseq's gpt2 and sentencepiece files are then derived from it
+ROBERTA_FILES = ("vocab.json", "merges.txt")
+XLMR_FILES = ("sentencepiece.bpe.model",)
+
+
 def _roberta_vocab(model_dir) -> Dict[str, int]:
-    for name in ("vocab.json", "merges.txt"):
+    if _tokenizer_json_only(model_dir, ROBERTA_FILES):
+        return _roberta_bpe(model_dir)[0]
+    for name in ROBERTA_FILES:
         if not os.path.isfile(os.path.join(model_dir, name)):
-            raise ImportHfError(f"'{model_dir}' has no {name} (RoBERTa's byte-level BPE files)")
+            raise ImportHfError(f"'{model_dir}' has no {name} (RoBERTa's byte-level BPE files: vocab.json + "
+                                "merges.txt, or tokenizer.json alone)")
     vocab = _read_json(os.path.join(model_dir, "vocab.json"))
     if not isinstance(vocab, dict) or not all(isinstance(i, int) for i in vocab.values()):
         raise ImportHfError(f"'{os.path.join(model_dir, 'vocab.json')}' must map tokens to integer ids")
     return vocab
 
 
-def _xlmr_pieces(model_dir) -> Tuple[str, List[str]]:
+def _xlmr_pieces(model_dir) -> List[str]:
     import sentencepiece as spm
 
-    path = os.path.join(model_dir, "sentencepiece.bpe.model")
-    if not os.path.isfile(path):
-        raise ImportHfError(f"'{model_dir}' has no sentencepiece.bpe.model (XLM-R's tokenizer)")
-    sp = spm.SentencePieceProcessor(model_file=path)
-    return path, [sp.id_to_piece(i) for i in range(sp.get_piece_size())]
+    if _tokenizer_json_only(model_dir, XLMR_FILES):
+        try:
+            sp = spm.SentencePieceProcessor(model_proto=_sentencepiece_of_unigram(model_dir))
+        except RuntimeError as e:  # sentencepiece's own checks (a piece twice, ...)
+            raise ImportHfError(f"{os.path.join(model_dir, 'tokenizer.json')}: its Unigram vocabulary is not a "
+                                f"sentencepiece model: {_one_line(e)}") from None
+    else:
+        path = os.path.join(model_dir, XLMR_FILES[0])
+        if not os.path.isfile(path):
+            raise ImportHfError(f"'{model_dir}' has no sentencepiece.bpe.model (XLM-R's tokenizer) or tokenizer.json")
+        sp = spm.SentencePieceProcessor(model_file=path)
+    return [sp.id_to_piece(i) for i in range(sp.get_piece_size())]
+
+
+def _tokenizer_json_only(model_dir, files) -> bool:
+    """Whether the tokenizer is in tokenizer.json alone: none of its own ``files`` are there."""
+    return (os.path.isfile(os.path.join(model_dir, "tokenizer.json"))
+            and not any(os.path.isfile(os.path.join(model_dir, name)) for name in files))
+
+
+def _steps(component) -> List[dict]:
+    """A tokenizer.json normalizer or pre-tokenizer as its list of steps (a Sequence's, flattened)."""
+    if not isinstance(component, dict):
+        return []
+    inner = component.get("normalizers", component.get("pretokenizers"))
+    if component.get("type") == "Sequence" and isinstance(inner, list):
+        return [step for c in inner for step in _steps(c)]
+    return [component]
+
+
+def _tokenizer_state(model_dir, model_type: str, what: str) -> Tuple[str, dict]:
+    """(path, tokenizer.json) whose model is of ``model_type`` ('BPE', 'Unigram'), ``what`` the
+    architecture's tokenizer in words."""
+    path = os.path.join(model_dir, "tokenizer.json")
+    state = _read_json_object(path, "tokenizer options")
+    model = state.get("model")
+    found = model.get("type") if isinstance(model, dict) else None
+    if found != model_type:
+        raise ImportHfError(f"{path}: its model is {found!r}, not {what} {model_type!r}")
+    return path, state
+
+
+def _roberta_bpe(model_dir) -> Tuple[Dict[str, int], List[str]]:
+    """(vocabulary, merges as "a b" lines) of tokenizer.json's byte-level BPE: exactly what fairseq's gpt2
+    files hold (encoder.json: the vocabulary; vocab.bpe: the merges in order)."""
+    path, state = _tokenizer_state(model_dir, "BPE", "RoBERTa's byte-level")
+    if not any(step.get("type") == "ByteLevel" for step in _steps(state.get("pre_tokenizer"))):
+        raise ImportHfError(f"{path}: its pre_tokenizer has no ByteLevel step: not RoBERTa's byte-level BPE")
+    vocab, merges = state["model"].get("vocab"), state["model"].get("merges")
+    if not isinstance(vocab, dict) or not all(type(i) is int for i in vocab.values()):
+        raise ImportHfError(f"{path}: model.vocab must map tokens to integer ids")
+    if not isinstance(merges, list):
+        raise ImportHfError(f"{path}: model.merges must be a list of merges")
+    lines = []
+    for k, merge in enumerate(merges):
+        pair = merge.split(" ") if isinstance(merge, str) else merge  # "a b" (tokenizers < 0.20) or ["a", "b"]
+        # byte-level tokens hold no whitespace (a space is 'Ġ'): anything else cannot be a vocab.bpe line
+        if not (isinstance(pair, list) and len(pair) == 2
+                and all(isinstance(t, str) and t and t.split() == [t] for t in pair)):
+            raise ImportHfError(f"{path}: model.merges[{k}] is not a pair of byte-level tokens: {merge!r:.80}")
+        lines.append(" ".join(pair))
+    return vocab, lines
+
+
+def _sentencepiece_of_unigram(model_dir) -> bytes:
+    """The sentencepiece model of XLM-R's tokenizer.json: transformers' conversion reversed. Its Unigram
+    vocabulary is <s> <pad> </s> <unk>, sentencepiece's pieces 3.. with their scores, <mask>
+    (sentencepiece's own first three are <unk> <s> </s>); its Precompiled normalizer and Metaspace
+    prefix are sentencepiece's normalizer spec. The hub encodes with tokenizer.json itself; this model
+    is for fairseq's sentencepiece bpe and clear-export-hf."""
+    import base64
+
+    path, state = _tokenizer_state(model_dir, "Unigram", "XLM-R's sentencepiece")
+    try:
+        from sentencepiece import sentencepiece_model_pb2 as pb
+    except ImportError as e:
+        raise ImportHfError(f"{path}: converting it to a sentencepiece model needs protobuf "
+                            f"(pip install protobuf): {e}") from None
+    model = state["model"]
+    vocab = model.get("vocab")
+    if not isinstance(vocab, list) or not all(
+            isinstance(v, list) and len(v) == 2 and isinstance(v[0], str) and _number(v[1]) and math.isfinite(v[1])
+            for v in vocab):
+        raise ImportHfError(f"{path}: model.vocab must be a list of [piece, finite score] pairs")
+    if [p for p, _ in vocab[:4]] != list(ROBERTA_SPECIALS[:4]) or vocab[-1][0] != "<mask>" or model.get("unk_id") != 3:
+        raise ImportHfError(f"{path}: the vocabulary is not XLM-R's (<s> <pad> </s> <unk> first, <mask> last, unk_id 3)")
+    if model.get("byte_fallback"):
+        raise ImportHfError(f"{path}: byte_fallback is on, which XLM-R's tokenizer never is")
+    metaspace = [s for s in _steps(state.get("pre_tokenizer")) if s.get("type") == "Metaspace"]
+    if len(metaspace) != 1 or metaspace[0].get("replacement") != SP_WORD_START:
+        raise ImportHfError(f"{path}: its pre_tokenizer has no Metaspace step with '{SP_WORD_START}': "
+                            "not XLM-R's sentencepiece tokenizer")
+    charsmap = next((s.get("precompiled_charsmap") for s in _steps(state.get("normalizer"))
+                     if s.get("type") == "Precompiled"), "")
+    proto = pb.ModelProto()
+    piece = pb.ModelProto.SentencePiece
+    for text, score, kind in ([("<unk>", 0.0, piece.UNKNOWN), ("<s>", 0.0, piece.CONTROL), ("</s>", 0.0, piece.CONTROL)]
+                              + [(p, s, piece.NORMAL) for p, s in vocab[4:-1]]):
+        added = proto.pieces.add()
+        added.piece, added.score, added.type = text, float(score), kind
+    spec = proto.trainer_spec
+    spec.model_type, spec.vocab_size = pb.TrainerSpec.UNIGRAM, len(proto.pieces)
+    spec.unk_id, spec.bos_id, spec.eos_id, spec.pad_id = 0, 1, 2, -1
+    normalizer = proto.normalizer_spec
+    try:
+        normalizer.precompiled_charsmap = base64.b64decode(charsmap, validate=True)
+    except (TypeError, ValueError) as e:
+        raise ImportHfError(f"{path}: the normalizer's precompiled_charsmap is not base64: {e}") from None
+    normalizer.name = "nmt_nfkc" if charsmap else "identity"  # the charsmap is the rules; the name a label
+    # Metaspace's prepend_scheme (tokenizers >= 0.14; add_prefix_space before) is sentencepiece's dummy prefix
+    normalizer.add_dummy_prefix = metaspace[0].get("prepend_scheme", "always" if metaspace[0].get(
+        "add_prefix_space", True) else "never") != "never"
+    normalizer.remove_extra_whitespaces = normalizer.escape_whitespaces = True
+    return proto.SerializeToString()
 
 
 def vocabulary_layout(model_dir, model_type) -> Tuple[List[int], List[str]]:
@@ -228,12 +349,13 @@ def vocabulary_layout(model_dir, model_type) -> Tuple[List[int], List[str]]:
         vocab = _roberta_vocab(model_dir)
         missing = [t for t in ROBERTA_SPECIALS if t not in vocab]
         if missing:
-            raise ImportHfError(f"{model_dir}/vocab.json lacks RoBERTa's special tokens {', '.join(missing)}")
+            source = "tokenizer.json" if _tokenizer_json_only(model_dir, ROBERTA_FILES) else "vocab.json"
+            raise ImportHfError(f"{model_dir}/{source} lacks RoBERTa's special tokens {', '.join(missing)}")
         specials = [vocab[t] for t in ROBERTA_SPECIALS]
         # fairseq's gpt2 bpe writes encoder ids: with vocab.json as encoder.json, the HF ids
         body = [(i, str(i)) for i in sorted(vocab.values()) if i not in specials]
     else:
-        _, pieces = _xlmr_pieces(model_dir)
+        pieces = _xlmr_pieces(model_dir)
         # HF's XLM-R: <s> <pad> </s> <unk>, then sentencepiece id i at i + 1, <mask> last
         specials = [0, 1, 2, 3, len(pieces) + 1]
         body = [(i + 1, p) for i, p in enumerate(pieces) if i >= 3]
@@ -262,9 +384,10 @@ def _copy_tokenizer_json(model_dir, out_dir):
     return copy
 
 
-#: staged tokenizer file -> the file of the model directory it is copied from
-STAGED_SOURCES = {"encoder.json": "vocab.json", "vocab.bpe": "merges.txt", "sentencepiece.model": "sentencepiece.bpe.model",
-                  "tokenizer.json": "tokenizer.json", "vocab.txt": "vocab.txt"}
+#: staged tokenizer file -> the files of the model directory it is made from, the first one there
+STAGED_SOURCES = {"encoder.json": ("vocab.json", "tokenizer.json"), "vocab.bpe": ("merges.txt", "tokenizer.json"),
+                  "sentencepiece.model": ("sentencepiece.bpe.model", "tokenizer.json"),
+                  "tokenizer.json": ("tokenizer.json",), "vocab.txt": ("vocab.txt", "tokenizer.json")}
 
 
 def _copy_tokenizer(model_dir, model_type, out_dir, symbols):
@@ -276,8 +399,9 @@ def _copy_tokenizer(model_dir, model_type, out_dir, symbols):
         return _stage_tokenizer(model_dir, model_type, out_dir, symbols)
     except TokenizerError as e:
         message = str(e)
-        for staged, source in STAGED_SOURCES.items():
-            if os.path.isfile(os.path.join(model_dir, source)):
+        for staged, sources in STAGED_SOURCES.items():
+            source = next((s for s in sources if os.path.isfile(os.path.join(model_dir, s))), None)
+            if source is not None:
                 message = message.replace(os.path.join(out_dir, staged), os.path.join(model_dir, source))
         raise TokenizerError(message) from None
 
@@ -286,15 +410,25 @@ def _stage_tokenizer(model_dir, model_type, out_dir, symbols):
     from .. import vocabulary
 
     if model_type == "roberta":
-        shutil.copyfile(os.path.join(model_dir, "vocab.json"), os.path.join(out_dir, "encoder.json"))
-        shutil.copyfile(os.path.join(model_dir, "merges.txt"), os.path.join(out_dir, "vocab.bpe"))
-        tj = _copy_tokenizer_json(model_dir, out_dir)
-        return vocabulary.Gpt2Tokenizer(os.path.join(out_dir, "encoder.json"), os.path.join(out_dir, "vocab.bpe"), tj)
+        encoder, merges = os.path.join(out_dir, "encoder.json"), os.path.join(out_dir, "vocab.bpe")
+        if _tokenizer_json_only(model_dir, ROBERTA_FILES):
+            vocab, lines = _roberta_bpe(model_dir)
+            with open(encoder, "w", encoding="utf-8") as f:  # ASCII: fairseq reads it in the locale's encoding
+                json.dump(vocab, f)
+            with open(merges, "w", encoding="utf-8") as f:  # fairseq's reader skips the first line
+                f.writelines(["#version: 0.2\n"] + [line + "\n" for line in lines])
+        else:
+            shutil.copyfile(os.path.join(model_dir, "vocab.json"), encoder)
+            shutil.copyfile(os.path.join(model_dir, "merges.txt"), merges)
+        return vocabulary.Gpt2Tokenizer(encoder, merges, _copy_tokenizer_json(model_dir, out_dir))
     if model_type == "xlm-roberta":
-        path, _ = _xlmr_pieces(model_dir)
-        shutil.copyfile(path, os.path.join(out_dir, "sentencepiece.model"))
-        tj = _copy_tokenizer_json(model_dir, out_dir)
-        return vocabulary.SentencepieceTokenizer(os.path.join(out_dir, "sentencepiece.model"), tj)
+        model = os.path.join(out_dir, "sentencepiece.model")
+        if _tokenizer_json_only(model_dir, XLMR_FILES):
+            with open(model, "wb") as f:
+                f.write(_sentencepiece_of_unigram(model_dir))
+        else:
+            shutil.copyfile(os.path.join(model_dir, XLMR_FILES[0]), model)
+        return vocabulary.SentencepieceTokenizer(model, _copy_tokenizer_json(model_dir, out_dir))
     vocab = os.path.join(out_dir, "vocab.txt")
     with open(vocab, "w", encoding="utf-8") as f:
         f.writelines(t + "\n" for t in _bert_vocab(model_dir))
@@ -588,6 +722,8 @@ def import_hf(model_dir: str, out_dir: str, overwrite: bool = False, tolerance: 
     """
     from .. import vocabulary
 
+    if not 0 < tolerance < math.inf:  # nan would pass every comparison: the check switched off
+        raise ImportHfError(f"--tolerance must be finite and > 0, got {tolerance}")
     model_dir = os.path.abspath(os.path.expanduser(str(model_dir)))
     if not os.path.isdir(model_dir):
         raise ImportHfError(f"model directory '{model_dir}' does not exist")

@@ -39,13 +39,22 @@ class SaveDirInUseError(FairseqClearError, RuntimeError):
     """Another live run holds the --save-dir lock."""
 
 
+class SaveDirLockError(FairseqClearError, OSError):
+    """The --save-dir lock file cannot be made or opened."""
+
+
 def acquire(save_dir) -> None:
     save_dir = os.path.abspath(save_dir)
     if save_dir in _held:
         return
-    os.makedirs(save_dir, exist_ok=True)
     path = os.path.join(save_dir, LOCK_NAME)
-    f = open(path, "a+", encoding="utf-8")
+    try:
+        os.makedirs(save_dir, exist_ok=True)
+        f = open(path, "a+", encoding="utf-8")
+    except OSError as e:  # a directory (or anything else) in the lock file's place, a read-only disk
+        raise SaveDirLockError(f"--save-dir '{save_dir}': cannot open the run's lock file '{path}' "
+                               f"({type(e).__name__}: {e.strerror or e}); move what is there away, or give "
+                               "this run another --save-dir") from None
     try:
         fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError as e:

@@ -35,7 +35,8 @@ from omegaconf import OmegaConf
 from .. import paper_defaults
 from ..vocabulary import APPENDED_SYMBOLS
 from .errors import DictionarySizeError  # noqa: F401  (re-exported)
-from .pooling import HEAD_CHOICES, POOLING_CHOICES, check_head_name, own_pooling, pool  # noqa: F401  (re-exported)
+from .pooling import (  # noqa: F401  (re-exported)
+    HEAD_CHOICES, POOLING_CHOICES, PRETRAINED_KINDS, check_head_name, own_pooling, pool)
 from ..errors import FairseqClearError
 
 logger = logging.getLogger(__name__)
@@ -109,9 +110,6 @@ class SentenceMLP(nn.Module):
     def forward(self, x):
         return self.fc2(F.relu(self.fc1(x)))
 
-
-#: --pretrained-kind: what clear-import-hf imported
-PRETRAINED_KINDS = ("encoder", "sentence-embedding")
 
 #: model options whose default is the task's paper value
 @register_model("clear_roberta")

@@ -15,6 +15,7 @@ import contextlib
 import logging
 import os
 import threading
+from types import SimpleNamespace
 from typing import List, Optional, Union
 
 import numpy as np
@@ -284,14 +285,18 @@ def check_truncate_dim(truncate_dim, full: int) -> None:
         raise TruncateDimError(f"truncate_dim must be an int in 1..{full} (the vectors' size), got {truncate_dim!r}")
 
 
-def matryoshka_dims_of(cfg) -> List[int]:
-    """``--matryoshka-dims`` of a checkpoint's config (largest first; [] when none)."""
+def matryoshka_dims_of(cfg, full: Optional[int] = None) -> List[int]:
+    """``--matryoshka-dims`` of a checkpoint's config (largest first; [] when none), read as training
+    reads the option; with ``full``, each size must be at most that (the trained vectors' size)."""
+    from ..criterions.clear_config import matryoshka
+
     criterion = cfg.get("criterion", None) if hasattr(cfg, "get") else getattr(cfg, "criterion", None)
-    text = getattr(criterion, "matryoshka_dims", "") if criterion is not None else ""
-    try:
-        return sorted({int(x) for x in str(text or "").replace(" ", "").split(",") if x}, reverse=True)
-    except ValueError:
-        return []
+    text = criterion.get("matryoshka_dims", "") if hasattr(criterion, "get") else getattr(criterion, "matryoshka_dims", "")
+    dims, _ = matryoshka(SimpleNamespace(matryoshka_dims=text or "", matryoshka_weights=""))
+    if dims and full is not None and dims[0] > full:
+        raise HubLoadError(f"--matryoshka-dims {text}: the largest size is more than the {full} dimensions of the "
+                           "vectors it was trained on")
+    return dims or []
 
 
 def _check_device(device) -> torch.device:
@@ -463,6 +468,11 @@ def from_pretrained(
         raise HubLoadError(f"{dict_path}: {e}") from None
     except RuntimeError as e:
         raise HubLoadError(f"{checkpoint_path}: its weights do not fit the model its config describes: {e}") from None
+    try:  # what embed() and the export read later: refused now, naming the file
+        head = "projection" if getattr(model, "projection_head", None) is not None else "representation"
+        matryoshka_dims_of(cfg, model.representation_dim(head))
+    except FairseqClearError as e:
+        raise HubLoadError(f"{checkpoint_path}: its config's criterion option {e}") from None
     hub = ClearHubInterface(cfg, task, model, tokenizer)
     hub.checkpoint_path = checkpoint_path  # what the export's model card reads the training options from
     hub.eval()  # inference is what the hub is for; hub.train() turns dropout back on

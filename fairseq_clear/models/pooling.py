@@ -15,6 +15,8 @@ POOLING_CHOICES = ("cls", "mean")
 #: what ``head`` selects: the model's sentence representation (CLSR's e applied when
 #: the model has it), the pooled encoder output only, or the projection head g's output
 HEAD_CHOICES = ("representation", "pooled", "projection")
+#: --pretrained-kind: what clear-import-hf imported (the recipes pick continued-training values by it)
+PRETRAINED_KINDS = ("encoder", "sentence-embedding")
 
 
 def check_pooling(pooling: str):

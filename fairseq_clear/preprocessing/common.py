@@ -5,15 +5,18 @@ Nothing here imports fairseq or torch, so that worker processes stay light.
 """
 
 import collections
+import errno
 import hashlib
 import json
 import logging
 import multiprocessing
 import os
+import shutil
 import sys
 import tempfile
+import time
 from contextlib import contextmanager
-from typing import Callable, Dict, Iterable, Iterator, List, Optional
+from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Union
 from ..errors import FairseqClearError
 
 logger = logging.getLogger(__name__)
@@ -265,12 +268,21 @@ def check_output_dir(path: str, option: str = "OUT_DIR"):
         raise PrepareError(f"{option}: cannot create output directory '{path}' ({e.strerror})") from None
     if not os.path.isdir(path):
         raise PrepareError(f"{option}: '{path}' exists and is not a directory")
+    problem = not_writable(path)
+    if problem:
+        raise PrepareError(f"{option}: output directory '{path}' is not writable ({problem})")
+
+
+def not_writable(directory: str) -> Optional[str]:
+    """Why no file can be created in ``directory`` (None when one can): a file is created and
+    removed, since ``os.access`` says yes to root on a read-only or pseudo file system."""
     try:
-        fd, probe = tempfile.mkstemp(prefix=".write-test-", dir=path)
+        fd, probe = tempfile.mkstemp(prefix=".write-test-", dir=directory)
         os.close(fd)
         os.unlink(probe)
     except OSError as e:
-        raise PrepareError(f"{option}: output directory '{path}' is not writable ({e.strerror})") from None
+        return e.strerror
+    return None
 
 
 def check_input_files(paths: List[str], option: str, exclude: Optional[str] = None) -> List[str]:
@@ -298,3 +310,160 @@ def check_input_files(paths: List[str], option: str, exclude: Optional[str] = No
         if not os.access(f, os.R_OK):
             raise PrepareError(f"{option}: input '{f}' is not readable")
     return files
+
+
+# ---- outputs checked before the work ----------------------------------------------------
+
+def same_file(a: str, b: str) -> bool:
+    """Whether two paths name one file: the same inode when both exist (symlinks, hard links),
+    else the same real path."""
+    if os.path.exists(a) and os.path.exists(b):
+        return os.path.samefile(a, b)
+    return os.path.realpath(a) == os.path.realpath(b)
+
+
+def check_outputs(outputs: Dict[str, str], inputs: Dict[str, Union[None, str, Sequence[str]]]) -> Dict[str, str]:
+    """Refuse, before any work, output files that cannot be written or would destroy another file:
+    a directory, a missing or unwritable parent directory, an output that is an input or another
+    output (compared as files: via symlinks and hard links too). ``outputs`` and ``inputs`` map an
+    option (its label in the message) to a path; an input option may name several, or None.
+    Returns the outputs as absolute paths."""
+    checked = {}
+    for option, path in outputs.items():
+        path = os.path.abspath(path)
+        if os.path.isdir(path):
+            raise PrepareError(f"{option} '{path}' is a directory; give a file name")
+        directory = os.path.dirname(path)
+        if not os.path.exists(directory):
+            raise PrepareError(f"{option} '{path}': directory '{directory}' does not exist")
+        if not os.path.isdir(directory):
+            raise PrepareError(f"{option} '{path}': '{directory}' is not a directory")
+        problem = not_writable(directory)
+        if problem or (os.path.exists(path) and not os.access(path, os.W_OK)):
+            raise PrepareError(f"{option} '{path}' is not writable ({problem or 'a read-only file'})")
+        for other, seen in checked.items():
+            if same_file(path, seen):
+                raise PrepareError(f"{other} '{seen}' and {option} '{path}' are the same file; give each its own path")
+        checked[option] = path
+    for option, path in checked.items():
+        for source, paths in inputs.items():
+            for given in [paths] if isinstance(paths, str) else paths or []:
+                if same_file(path, given):
+                    raise PrepareError(f"{option} '{path}' is the same file as {source} '{given}'; "
+                                       f"it would overwrite the input")
+    return checked
+
+
+# ---- a full disk ------------------------------------------------------------------------
+
+class DiskFullError(FairseqClearError, OSError):
+    """No space left where we write; the message names the place (and its option), the space
+    needed when known and what is free. An ``OSError`` still, for callers that catch that."""
+
+    def __init__(self, path: str, needed: Optional[int] = None, hint: str = "", option: str = ""):
+        OSError.__init__(self, errno.ENOSPC, os.strerror(errno.ENOSPC), path)
+        self.path, self.needed, self.hint, self.option = path, needed, hint, option
+
+    def __str__(self):
+        space = []
+        if self.needed is not None:
+            space.append(f"{self.needed:,} bytes needed")
+        try:
+            directory = self.path if os.path.isdir(self.path) else os.path.dirname(os.path.abspath(self.path))
+            space.append(f"{shutil.disk_usage(directory).free:,} free")
+        except OSError:
+            pass
+        where = f"{self.option} '{self.path}'" if self.option else f"'{self.path}'"
+        return (f"{where}: no space left on device" + (f" ({', '.join(space)})" if space else "")
+                + (f"; {self.hint}" if self.hint else ""))
+
+
+DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
+
+
+@contextmanager
+def disk_full_reported(path: str, option: str = "", needed: Optional[int] = None, hint: str = ""):
+    """A full disk (or quota) inside the block becomes one :class:`DiskFullError` naming ``path``
+    and its ``option`` (with :func:`atomic_write`, the previous file stays as it was)."""
+    try:
+        yield
+    except DiskFullError:
+        raise
+    except OSError as e:
+        if e.errno not in DISK_FULL:
+            raise
+        raise DiskFullError(path, needed, hint, option) from None
+
+
+def allocate(fd: int, offset: int, length: int) -> None:
+    """Claim ``length`` bytes of the file ``fd`` from ``offset`` now, so that a full disk is an
+    ``OSError`` here rather than a SIGBUS ("Bus error") when a memory map of a sparse file
+    touches a page that cannot be backed. ``posix_fallocate`` where it exists and the file system
+    supports it, else zeros written."""
+    if length <= 0:
+        return
+    if hasattr(os, "posix_fallocate"):
+        try:
+            os.posix_fallocate(fd, offset, length)
+            return
+        except OSError as e:
+            if e.errno in DISK_FULL:
+                raise
+    _write_zeros(fd, offset, length)
+
+
+def _write_zeros(fd: int, offset: int, length: int, block: int = 1 << 20) -> None:
+    zeros = bytes(min(block, length))
+    end = offset + length
+    while offset < end:
+        offset += os.pwrite(fd, zeros[:end - offset], offset)
+
+
+# ---- progress in a log ------------------------------------------------------------------
+
+#: seconds between two progress lines when stderr is not a terminal (a log file)
+PROGRESS_LOG_SECONDS = 30.0
+
+
+class LoggedProgress:
+    """A loop's progress: a tqdm bar on a terminal; otherwise (stderr to a log file, where a bar
+    shows nothing) a log line every :data:`PROGRESS_LOG_SECONDS` (count done / total, rate)
+    and one at the end."""
+
+    def __init__(self, total: Optional[int], desc: str, unit: str = "rows", log: logging.Logger = logger,
+                 interval: Optional[float] = None):
+        self.total, self.desc, self.unit, self.log = total, desc, unit, log
+        self.interval = PROGRESS_LOG_SECONDS if interval is None else interval
+        self.done = 0
+        self.start = self.last = time.time()
+        tty = hasattr(sys.stderr, "isatty") and sys.stderr.isatty()
+        self.bar = progress(total, desc, unit=unit) if tty else None
+
+    def update(self, n: int) -> None:
+        self.done += n
+        if self.bar is not None:
+            self.bar.update(n)
+        elif time.time() - self.last >= self.interval:
+            self._line()
+
+    def _line(self, final: bool = False) -> None:
+        self.last = now = time.time()
+        of = f"/{self.total}" if self.total is not None else ""
+        rate = self.done / max(now - self.start, 1e-9)
+        self.log.info("%s: %d%s %s%s (%.0f %s/s)", self.desc, self.done, of, self.unit,
+                      f" in {now - self.start:.1f} s" if final else "", rate, self.unit)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+        else:
+            self._line(final=True)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, *rest):
+        if kind is None:
+            self.close()
+        elif self.bar is not None:
+            self.bar.close()

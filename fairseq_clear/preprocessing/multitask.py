@@ -20,11 +20,17 @@ Hugging Face model, a checkpoint's data directory, clear-prepare's output) and b
     OUT/{task}/label/SPLIT.label                             class, 0/1, or score (0-5)
 
 ``--limit-train N`` keeps a seeded random N rows of each task's train split (CPU-sized runs).
-Nothing is dropped silently: rows without a label or with an empty sentence are counted.
+Nothing is dropped silently: rows without a label or with an empty sentence are counted. A label
+outside the task's documented set (SST-2: 0/1, the CS224N SST: 0-4, paraphrase: 0/1, STS: 0-5) is
+an error naming file, line and value, and the sentiment head's class count is the source's, never
+the largest label seen. Every file is read and checked before anything is encoded or written.
+
+``--out`` is written through the export's output directory (export/output_dir.py): staged in a
+marked sibling, listed in its manifest; a rerun into our own output replaces only the files listed
+there, and nothing else in it is touched.
 """
 
 import csv
-import json
 import os
 import shutil
 from typing import Dict, List, Optional, Tuple
@@ -32,10 +38,12 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 
 from .. import vocabulary
+from ..errors import NotUtf8Error
 from ..evaluation.glue import get_task, read_tsv
+from ..export.output_dir import check_output_dir, staged_output
 from . import encode as encode_mod
 from .binarize import binarize, count_lines
-from .common import PrepareError
+from .common import PrepareError, write_json
 
 TASKS = ("sentiment", "paraphrase", "sts")
 PAIR_TASKS = ("paraphrase", "sts")
@@ -45,21 +53,36 @@ CS224N_COLUMNS = {"sentiment": (("sentence",), "sentiment"),
                   "paraphrase": (("sentence1", "sentence2"), "is_duplicate"),
                   "sts": (("sentence1", "sentence2"), "similarity")}
 
+#: the output's manifest names this command: a rerun replaces its own files there
+WRITER = "clear-prepare-multitask"
+#: sentiment classes of each source (GLUE's SST-2: 0/1; the CS224N ids-sst: SST-5's 0-4)
+SENTIMENT_CLASSES = {"glue": 2, "cs224n": 5}
+#: STS scores (STS-B and the CS224N sts files: 0-5)
+STS_RANGE = (0.0, 5.0)
+
 Row = Tuple[Tuple[str, ...], float]
 
 
-def _label(task: str, text: str) -> Optional[float]:
+def _label(task: str, text: str, where: str, source: str) -> Optional[float]:
+    """The row's label, None when it has none (counted); one the task does not allow is an error."""
+    text = text.strip()
+    if not text:
+        return None
     try:
-        value = float(text.strip())
+        value = float(text) if text.isascii() else float("nan")  # float() reads '٣' as 3
     except ValueError:
-        return None
-    if task == "sentiment" and (value < 0 or value != int(value)):
-        return None
-    if task == "paraphrase" and value not in (0.0, 1.0):
-        return None
-    if task == "sts" and not 0.0 <= value <= 5.0:
-        return None
-    return value
+        value = float("nan")
+    if task == "sts":
+        if STS_RANGE[0] <= value <= STS_RANGE[1]:
+            return value
+        allowed = f"a score from {STS_RANGE[0]:g} to {STS_RANGE[1]:g}"
+    else:
+        classes = SENTIMENT_CLASSES[source] if task == "sentiment" else 2
+        if value.is_integer() and 0 <= value < classes:
+            return value
+        allowed = "one of " + ", ".join(map(str, range(classes)))
+    shown = text if len(text) <= 40 else text[:40] + "..."
+    raise PrepareError(f"{where}: {task} label {shown!r} is not {allowed}; correct or remove the row")
 
 
 def read_glue(glue_dir: str, task: str, paraphrase: str, split: str, skipped: Dict[str, int]) -> List[Row]:
@@ -70,9 +93,9 @@ def read_glue(glue_dir: str, task: str, paraphrase: str, split: str, skipped: Di
         raise PrepareError(f"--glue-dir: no {path}")
     needed = max(spec.inputs + (spec.label,)) + 1
     rows = []
-    for fields in read_tsv(path, spec.header, spec.num_fields, needed):
+    for lineno, fields in read_tsv(path, spec.header, spec.num_fields, needed, numbered=True):
         texts = tuple(fields[i].strip() for i in spec.inputs)
-        label = _label(task, fields[spec.label])
+        label = _label(task, fields[spec.label], f"{path}:{lineno}", "glue")
         if label is None:
             skipped["no valid label"] = skipped.get("no valid label", 0) + 1
         elif not all(texts):
@@ -90,7 +113,7 @@ def read_cs224n(directory: str, task: str, split: str, skipped: Dict[str, int]) 
             return None
         raise PrepareError(f"--cs224n-dir: no {os.path.join(directory, candidates[0])}")
     columns, label_column = CS224N_COLUMNS[task]
-    rows, reader = [], None
+    rows, start = [], 1
     try:
         with open(path, encoding="utf-8", newline="") as f:
             reader = csv.DictReader(f, delimiter="\t")
@@ -103,17 +126,17 @@ def read_cs224n(directory: str, task: str, split: str, skipped: Dict[str, int]) 
                 return None  # the unlabelled test-student files
             start = reader.line_num + 1
             for record in reader:
+                line, start = start, reader.line_num + 1  # the record's first line; the next one's
                 if any("\n" in v for v in record.values() if isinstance(v, str)):
                     # the files' texts have no line breaks: a double quote left open swallowed them
-                    raise PrepareError(f"{path} line {start}: a quoted field runs over lines {start}-"
+                    raise PrepareError(f"{path}:{line}: a quoted field runs over lines {line}-"
                                        f"{reader.line_num} (an unclosed double quote?)")
-                start = reader.line_num + 1
                 if None in record or None in record.values():  # more or fewer fields than the header
                     skipped["wrong number of fields"] = skipped.get("wrong number of fields", 0) + 1
                     continue
                 record = {(k or "").strip(): v for k, v in record.items()}
                 texts = tuple((record.get(c) or "").strip() for c in columns)
-                label = _label(task, record.get(label_column) or "")
+                label = _label(task, record.get(label_column) or "", f"{path}:{line}", "cs224n")
                 if label is None:
                     skipped["no valid label"] = skipped.get("no valid label", 0) + 1
                 elif not all(texts):
@@ -121,10 +144,9 @@ def read_cs224n(directory: str, task: str, split: str, skipped: Dict[str, int]) 
                 else:
                     rows.append((texts, label))
     except UnicodeDecodeError as e:
-        raise PrepareError(f"{path}: not UTF-8 text (byte {e.start}: {e.reason})") from None
-    except csv.Error as e:
-        line = f" line {reader.line_num}" if reader is not None else ""
-        raise PrepareError(f"{path}{line}: unreadable as tab-separated CSV ({e})") from None
+        raise NotUtf8Error(path, e) from None
+    except csv.Error as e:  # e.g. a field over csv's field_size_limit (an unclosed quote runs to the end)
+        raise PrepareError(f"{path}:{start}: unreadable as tab-separated CSV ({e})") from None
     return rows
 
 
@@ -133,6 +155,65 @@ def _subset(rows: List[Row], limit: int, seed: int) -> List[Row]:
         return rows
     keep = np.sort(np.random.default_rng(seed).permutation(len(rows))[:limit])
     return [rows[i] for i in keep]
+
+
+def read_task(args, task: str) -> Dict[str, Tuple[List[Row], Dict[str, int], int]]:
+    """{split: (rows, after --limit-train/--limit-valid; skipped rows by reason; rows read)} of ``task``."""
+    source = args.glue_dir or args.cs224n_dir
+    splits = {}
+    for split, name in (("train", "train"), ("valid", "dev"), ("test", "test")):
+        skipped: Dict[str, int] = {}
+        if args.glue_dir:
+            rows = read_glue(args.glue_dir, task, args.paraphrase, name, skipped) if split != "test" else None
+        else:
+            rows = read_cs224n(args.cs224n_dir, task, name, skipped)
+        if rows is None:
+            continue
+        if not rows:
+            raise PrepareError(f"{task} {split}: no row with a label and its sentences in {source} (skipped: {skipped})")
+        limit = {"train": args.limit_train, "valid": args.limit_valid}.get(split, 0)
+        splits[split] = (_subset(rows, limit, args.seed), skipped, len(rows))
+    if "train" not in splits:
+        raise PrepareError(f"{task}: no train split in {source}")
+    return splits
+
+
+def write_task(work: str, task: str, splits, encode_ids, pieces, dict_path: str, workers: int) -> Dict:
+    """Encode and binarize ``task``'s rows into ``work/task``; returns its splits' report."""
+    encoded_splits, report = {}, {}
+    for split, (rows, skipped, read) in splits.items():
+        encoded = [[" ".join(pieces[i] for i in encode_ids(text[k])) for text, _ in rows]
+                   for k in range(len(rows[0][0]) if rows else 0)]
+        keep = [all(col[i] for col in encoded) for i in range(len(rows))]
+        if keep.count(False):
+            skipped["empty after tokenisation"] = keep.count(False)
+        rows = [r for r, k in zip(rows, keep) if k]
+        if not rows:
+            raise PrepareError(f"{task} {split}: no rows left after tokenisation: {skipped}")
+        encoded_splits[split] = ([[c for c, k in zip(col, keep) if k] for col in encoded], [label for _, label in rows])
+        report[split] = {"rows_read": read + sum(skipped.values()) - skipped.get("empty after tokenisation", 0),
+                         "rows_written": len(rows), "skipped": skipped}
+    task_dir = os.path.join(work, task)
+    os.makedirs(os.path.join(task_dir, "label"))
+    raw = os.path.join(work, "raw", task)
+    os.makedirs(raw)
+    for k in range(2 if task in PAIR_TASKS else 1):
+        prefixes = {}
+        for split, (cols, _) in encoded_splits.items():
+            prefixes[split] = os.path.join(raw, f"{split}.input{k}")
+            with open(prefixes[split], "w", encoding="utf-8") as f:
+                f.writelines(line + "\n" for line in cols[k])
+        dest = os.path.join(task_dir, f"input{k}")
+        binarize(dict_path, prefixes, dest, workers)
+        for split, (cols, _) in encoded_splits.items():
+            n = count_lines(os.path.join(dest, split))
+            if n != len(cols[k]):
+                raise PrepareError(f"{dest}/{split}: fairseq-preprocess wrote {n} lines for {len(cols[k])} rows")
+    for split, (_, labels) in encoded_splits.items():
+        with open(os.path.join(task_dir, "label", f"{split}.label"), "w", encoding="utf-8") as f:
+            f.writelines((f"{int(v)}" if task != "sts" else repr(float(v))) + "\n" for v in labels)
+    shutil.rmtree(os.path.join(work, "raw"))
+    return report
 
 
 def prepare(args) -> Dict:
@@ -149,82 +230,22 @@ def prepare(args) -> Dict:
         tokenizer = vocabulary.find(args.tokenizer_from, "--tokenizer-from")
     except vocabulary.TokenizerError as e:
         raise PrepareError(str(e)) from None
+    check_output_dir(args.out, writer=WRITER)
+    fmt = "glue" if args.glue_dir else "cs224n"
+    data = {task: read_task(args, task) for task in TASKS if task in args.tasks}
     encode_ids, pieces = encode_mod.tokenizer_vocabulary(args.tokenizer_from, dict_path)[:2]
-    tasks = [t for t in TASKS if t in args.tasks]
-    work = args.out + ".partial"
-    if os.path.exists(work):
-        shutil.rmtree(work)
-    os.makedirs(work)
-    summary = {"source": os.path.abspath(source), "format": "glue" if args.glue_dir else "cs224n",
-               "tokenizer": tokenizer.describe(), "tasks": {}}
-    for task in tasks:
-        splits = {}
-        report = {}
-        for split, name in (("train", "train"), ("valid", "dev"), ("test", "test")):
-            skipped: Dict[str, int] = {}
-            if args.glue_dir:
-                rows = read_glue(args.glue_dir, task, args.paraphrase, name, skipped) if split != "test" else None
-            else:
-                rows = read_cs224n(args.cs224n_dir, task, name, skipped)
-            if rows is None:
-                continue
-            read = len(rows)
-            if split == "train":
-                rows = _subset(rows, args.limit_train, args.seed)
-            elif split == "valid":
-                rows = _subset(rows, args.limit_valid, args.seed)
-            encoded = [[" ".join(pieces[i] for i in encode_ids(text[k])) for text, _ in rows]
-                       for k in range(len(rows[0][0]) if rows else 0)]
-            keep = [all(col[i] for col in encoded) for i in range(len(rows))]
-            if keep.count(False):
-                skipped["empty after tokenisation"] = keep.count(False)
-            rows = [r for r, k in zip(rows, keep) if k]
-            if not rows:
-                raise PrepareError(f"{task} {split}: no rows left from {source}: {skipped}")
-            splits[split] = ([[c for c, k in zip(col, keep) if k] for col in encoded], [label for _, label in rows])
-            report[split] = {"rows_read": read + sum(skipped.values()) - skipped.get("empty after tokenisation", 0),
-                             "rows_written": len(rows), "skipped": skipped}
-        if "train" not in splits:
-            raise PrepareError(f"{task}: no train split in {source}")
-        task_dir = os.path.join(work, task)
-        os.makedirs(os.path.join(task_dir, "label"))
-        raw = os.path.join(work, "raw", task)
-        os.makedirs(raw)
-        width = 2 if task in PAIR_TASKS else 1
-        for k in range(width):
-            prefixes = {}
-            for split, (cols, _) in splits.items():
-                prefixes[split] = os.path.join(raw, f"{split}.input{k}")
-                with open(prefixes[split], "w", encoding="utf-8") as f:
-                    f.writelines(line + "\n" for line in cols[k])
-            dest = os.path.join(task_dir, f"input{k}")
-            binarize(dict_path, prefixes, dest, args.workers)
-            for split, (cols, _) in splits.items():
-                n = count_lines(os.path.join(dest, split))
-                if n != len(cols[k]):
-                    raise PrepareError(f"{dest}/{split}: fairseq-preprocess wrote {n} lines for {len(cols[k])} rows")
-        for split, (_, labels) in splits.items():
-            with open(os.path.join(task_dir, "label", f"{split}.label"), "w", encoding="utf-8") as f:
-                f.writelines((f"{int(v)}" if task != "sts" else repr(float(v))) + "\n" for v in labels)
-        entry = {"splits": report}
-        if task == "sentiment":
-            entry["num_classes"] = int(max(max(labels) for _, labels in splits.values())) + 1
-        if task == "paraphrase" and args.glue_dir:
-            entry["source"] = args.paraphrase
-        summary["tasks"][task] = entry
-    shutil.rmtree(os.path.join(work, "raw"))
-    shutil.copyfile(dict_path, os.path.join(work, "dict.txt"))
-    vocabulary.copy_to(tokenizer, work, os.path.join(work, "dict.txt"))
-    with open(os.path.join(work, "multitask.json"), "w", encoding="utf-8") as f:
-        json.dump(summary, f, indent=2)
-        f.write("\n")
-    if os.path.exists(args.out):
-        if not os.path.isfile(os.path.join(args.out, "multitask.json")):
-            shutil.rmtree(work)
-            raise PrepareError(f"--out: '{args.out}' exists and is not clear-prepare-multitask's output; "
-                               "choose a new directory")
-        shutil.rmtree(args.out)
-    os.rename(work, args.out)
+    summary = {"source": os.path.abspath(source), "format": fmt, "tokenizer": tokenizer.describe(), "tasks": {}}
+    with staged_output(args.out, writer=WRITER) as work:
+        for task, splits in data.items():
+            entry = {"splits": write_task(work, task, splits, encode_ids, pieces, dict_path, args.workers)}
+            if task == "sentiment":
+                entry["num_classes"] = SENTIMENT_CLASSES[fmt]  # the source's classes, whichever occur
+            if task == "paraphrase" and args.glue_dir:
+                entry["source"] = args.paraphrase
+            summary["tasks"][task] = entry
+        shutil.copyfile(dict_path, os.path.join(work, "dict.txt"))
+        vocabulary.copy_to(tokenizer, work, os.path.join(work, "dict.txt"))
+        write_json(os.path.join(work, "multitask.json"), summary)
     return summary
 
 

@@ -34,6 +34,12 @@ quora      Quora ``quora_duplicate_questions.tsv`` / GLUE QQP       is_duplicate
                                                                   question1
 ========== ===================================================== ==========================
 
+``--out`` is written through the export's output directory (export/output_dir.py): built in a
+marked sibling and moved in when complete, its files listed in its manifest. A rerun into our own
+output replaces the files listed there (and removes those it no longer writes: a split or a
+hard_neg column of the previous run that the task would read); nothing else in it is touched, and
+any other non-empty directory is refused.
+
 Hard negatives are used by default for ``simcse-csv`` (when the column is
 there) and ``nli-jsonl`` (SimCSE supervised); ``--hard-negatives`` /
 ``--no-hard-negatives`` decide for any format. With hard negatives, positive
@@ -52,15 +58,18 @@ from typing import Dict, Iterable, List, Optional, Tuple
 
 from .. import vocabulary
 from . import encode as encode_mod
-from ..evaluation.sts import sick_columns, sts_benchmark_record
+from ..evaluation.sts import SICK_SCORE_RANGE, STS_SCORE_RANGE, parse_score, sick_columns, sts_benchmark_record
+from ..export.output_dir import check_output_dir, staged_output
 from .binarize import binarize, count_lines
 from ..errors import NotUtf8Error
-from .common import PrepareError
+from .common import PrepareError, write_json
 
 logger = logging.getLogger(__name__)
 
 FORMATS = ("auto", "simcse-csv", "nli-jsonl", "stsb", "mrpc", "sick", "quora")
 COLUMNS = ("sent0", "sent1", "hard_neg")
+#: the output's manifest names this command: a rerun replaces its own files there
+WRITER = "clear-prepare-pairs"
 POS, NEG, OTHER = "positive", "negative", "other"
 
 
@@ -166,12 +175,12 @@ def read_nli_jsonl(path: str, rows: Rows):
 
 
 def _tsv_records(path: str, rows: Rows, min_fields: int):
-    """Header and split records of a tab-separated file (no quoting: GLUE tsvs hold bare quotes)."""
+    """(``path:line``, split record) of a tab-separated file after its header (no quoting: GLUE tsvs
+    hold bare quotes)."""
     lines = _read_lines(path)
     if not lines:
         raise PrepareError(f"'{path}' is empty")
-    header = [h.strip() for h in lines[0].split("\t")]
-    for line in lines[1:]:
+    for number, line in enumerate(lines[1:], start=2):
         if not line.strip():
             continue
         rows.read += 1
@@ -179,7 +188,7 @@ def _tsv_records(path: str, rows: Rows, min_fields: int):
         if len(record) < min_fields:
             rows.skip(f"malformed row (fewer than {min_fields} fields)")
             continue
-        yield header, record
+        yield f"{path}:{number}", record
 
 
 def _column(header: List[str], name: str, path: str) -> int:
@@ -189,10 +198,22 @@ def _column(header: List[str], name: str, path: str) -> int:
     return lowered.index(name.lower())
 
 
-def _score_pair(rows: Rows, s1, s2, score_text, threshold: float, what: str):
+def _score(score_text, where: str, what: str, bounds):
+    """The score of a row (None when it has none: counted by the caller); a number outside the
+    format's range (``bounds``) or not finite is an error naming ``where`` (file:line)."""
     try:
-        score = float(score_text)
+        float(score_text)
     except ValueError:
+        return None
+    score, problem = parse_score(score_text, what, bounds)
+    if problem:
+        raise PrepareError(f"{where}: {problem}")
+    return score
+
+
+def _score_pair(rows: Rows, s1, s2, score_text, threshold: float, what: str, where: str):
+    score = _score(score_text, where, f"{what} score", STS_SCORE_RANGE)
+    if score is None:
         rows.skip(f"no {what} score")
         return
     s1, s2 = _clean(s1), _clean(s2)
@@ -209,10 +230,10 @@ def read_stsb(path: str, rows: Rows, threshold: float):
         if "score" not in header:
             raise PrepareError(f"'{path}' has no 'score' column (a test split?); STS-B pairs need scores")
         i1, i2, isc = (_column(header, n, path) for n in ("sentence1", "sentence2", "score"))
-        for _, record in _tsv_records(path, rows, max(i1, i2, isc) + 1):
-            _score_pair(rows, record[i1], record[i2], record[isc], threshold, "STS")
+        for where, record in _tsv_records(path, rows, max(i1, i2, isc) + 1):
+            _score_pair(rows, record[i1], record[i2], record[isc], threshold, "STS", where)
         return
-    for line in _read_lines(path):  # the original sts-*.csv
+    for number, line in enumerate(_read_lines(path), start=1):  # the original sts-*.csv
         if not line.strip():
             continue
         rows.read += 1
@@ -221,13 +242,13 @@ def read_stsb(path: str, rows: Rows, threshold: float):
         except ValueError:
             rows.skip("malformed row (fewer than 7 fields)")
             continue
-        _score_pair(rows, s1, s2, score_text, threshold, "STS")
+        _score_pair(rows, s1, s2, score_text, threshold, "STS", f"{path}:{number}")
 
 
 def read_mrpc(path: str, rows: Rows):
     header = [h.strip() for h in _read_lines(path)[0].split("\t")]
     il, i1, i2 = (_column(header, n, path) for n in ("Quality", "#1 String", "#2 String"))
-    for _, record in _tsv_records(path, rows, max(il, i1, i2) + 1):
+    for _where, record in _tsv_records(path, rows, max(il, i1, i2) + 1):
         s1, s2 = _clean(record[i1]), _clean(record[i2])
         if not s1 or not s2:
             rows.skip("empty sentence")
@@ -248,7 +269,7 @@ def read_sick(path: str, rows: Rows, score_threshold: Optional[float]):
     columns = sick_columns(first)
     ia, ib, ij, ir = (columns[n] for n in needed)
     judgments = {"ENTAILMENT": POS, "CONTRADICTION": NEG, "NEUTRAL": OTHER}
-    for _, record in _tsv_records(path, rows, max(ia, ib, ij, ir) + 1):
+    for where, record in _tsv_records(path, rows, max(ia, ib, ij, ir) + 1):
         a, b = _clean(record[ia]), _clean(record[ib])
         if not a or not b:
             rows.skip("empty sentence")
@@ -258,9 +279,8 @@ def read_sick(path: str, rows: Rows, score_threshold: Optional[float]):
             rows.skip(f"unknown entailment judgment ({record[ij].strip()!r})")
             continue
         if score_threshold is not None:
-            try:
-                score = float(record[ir])
-            except ValueError:
+            score = _score(record[ir], where, "relatedness score", SICK_SCORE_RANGE)
+            if score is None:
                 rows.skip("no relatedness score")
                 continue
             # SICK-R: relatedness decides the positives; the other contradictions can
@@ -393,6 +413,7 @@ def prepare(args) -> Dict:
     for path in args.train + args.valid + args.test:
         if not os.path.isfile(path):
             raise PrepareError(f"input '{path}' does not exist")
+    check_output_dir(args.out, writer=WRITER)
     splits = {"train": args.train, "valid": args.valid, "test": args.test}
     read = {split: read_split(paths, args.format, args, args.hard_negatives)
             for split, paths in splits.items() if paths}
@@ -434,63 +455,61 @@ def prepare(args) -> Dict:
         )
     columns = list(COLUMNS if hard else COLUMNS[:2])
 
-    os.makedirs(args.out, exist_ok=True)
-    raw_dir = os.path.join(args.out, "raw")
-    os.makedirs(raw_dir, exist_ok=True)
-    vocab = encode_mod.tokenizer_vocabulary(
-        args.sentencepiece_model or args.data, dict_path)
-    prefixes = {c: {} for c in columns}
-    for split, triples in assembled.items():
-        encoded = [encode(vocab, [row[k] for row in triples]) for k in range(len(columns))]
-        # a row whose sentence normalises to nothing (e.g. only zero-width characters)
-        # would become an empty line and shift the columns against each other
-        keep = [all(col[i] for col in encoded) for i in range(len(triples))]
-        dropped = keep.count(False)
-        if dropped:
-            report[split]["skipped"]["empty after tokenisation"] = dropped
-            report[split]["pairs_written"] -= dropped
-            triples = assembled[split] = [t for t, k in zip(triples, keep) if k]
-            if negative_pairs:
-                pair_labels[split] = [v for v, k in zip(pair_labels[split], keep) if k]
-        if negative_pairs:
-            os.makedirs(os.path.join(args.out, "label"), exist_ok=True)
-            with open(os.path.join(args.out, "label", f"{split}.label"), "w", encoding="utf-8") as f:
-                f.writelines(f"{v}\n" for v in pair_labels[split])
-            report[split]["negative_pairs"] = pair_labels[split].count(0)
-        if not triples:
-            raise PrepareError(f"{split}: no pairs left from {splits[split]}: {report[split]['skipped']}")
-        for k, column in enumerate(columns):
-            raw = os.path.join(raw_dir, f"{split}.{column}")
-            with open(raw, "w", encoding="utf-8") as f:
-                f.writelines(row[k] + "\n" for row in triples)
-            with open(raw + ".spm", "w", encoding="utf-8") as f:
-                f.writelines(line + "\n" for line, k2 in zip(encoded[k], keep) if k2)
-            prefixes[column][split] = raw + ".spm"
-    for column in columns:
-        dest = os.path.join(args.out, column)
-        binarize(dict_path, prefixes[column], dest, args.workers)
+    with staged_output(args.out, writer=WRITER, remove_unwritten=True) as out:
+        raw_dir = os.path.join(out, "raw")
+        os.makedirs(raw_dir)
+        vocab = encode_mod.tokenizer_vocabulary(
+            args.sentencepiece_model or args.data, dict_path)
+        prefixes = {c: {} for c in columns}
         for split, triples in assembled.items():
-            n = count_lines(os.path.join(dest, split))
-            if n != len(triples):
-                raise PrepareError(
-                    f"{dest}/{split}: fairseq-preprocess wrote {n} lines for {len(triples)} rows"
-                )
-    shutil.copyfile(dict_path, os.path.join(args.out, "dict.txt"))
-    vocabulary.copy_to(tokenizer, args.out, os.path.join(args.out, "dict.txt"))
-    summary = {
-        "format": args.format,
-        "columns": columns,
-        "hard_negatives": hard,
-        "negative_pairs": negative_pairs,
-        "sts_threshold": args.sts_threshold,
-        "sick_score_threshold": args.sick_score_threshold,
-        "tokenizer": tokenizer.describe(),
-        "dict": os.path.abspath(dict_path),
-        "splits": report,
-    }
-    with open(os.path.join(args.out, "pairs.json"), "w", encoding="utf-8") as f:
-        json.dump(summary, f, indent=2)
-        f.write("\n")
+            encoded = [encode(vocab, [row[k] for row in triples]) for k in range(len(columns))]
+            # a row whose sentence normalises to nothing (e.g. only zero-width characters)
+            # would become an empty line and shift the columns against each other
+            keep = [all(col[i] for col in encoded) for i in range(len(triples))]
+            dropped = keep.count(False)
+            if dropped:
+                report[split]["skipped"]["empty after tokenisation"] = dropped
+                report[split]["pairs_written"] -= dropped
+                triples = assembled[split] = [t for t, k in zip(triples, keep) if k]
+                if negative_pairs:
+                    pair_labels[split] = [v for v, k in zip(pair_labels[split], keep) if k]
+            if negative_pairs:
+                os.makedirs(os.path.join(out, "label"), exist_ok=True)
+                with open(os.path.join(out, "label", f"{split}.label"), "w", encoding="utf-8") as f:
+                    f.writelines(f"{v}\n" for v in pair_labels[split])
+                report[split]["negative_pairs"] = pair_labels[split].count(0)
+            if not triples:
+                raise PrepareError(f"{split}: no pairs left from {splits[split]}: {report[split]['skipped']}")
+            for k, column in enumerate(columns):
+                raw = os.path.join(raw_dir, f"{split}.{column}")
+                with open(raw, "w", encoding="utf-8") as f:
+                    f.writelines(row[k] + "\n" for row in triples)
+                with open(raw + ".spm", "w", encoding="utf-8") as f:
+                    f.writelines(line + "\n" for line, k2 in zip(encoded[k], keep) if k2)
+                prefixes[column][split] = raw + ".spm"
+        for column in columns:
+            dest = os.path.join(out, column)
+            binarize(dict_path, prefixes[column], dest, args.workers)
+            for split, triples in assembled.items():
+                n = count_lines(os.path.join(dest, split))
+                if n != len(triples):
+                    raise PrepareError(
+                        f"{os.path.join(args.out, column, split)}: fairseq-preprocess wrote {n} lines for {len(triples)} rows"
+                    )
+        shutil.copyfile(dict_path, os.path.join(out, "dict.txt"))
+        vocabulary.copy_to(tokenizer, out, os.path.join(out, "dict.txt"))
+        summary = {
+            "format": args.format,
+            "columns": columns,
+            "hard_negatives": hard,
+            "negative_pairs": negative_pairs,
+            "sts_threshold": args.sts_threshold,
+            "sick_score_threshold": args.sick_score_threshold,
+            "tokenizer": tokenizer.describe(),
+            "dict": os.path.abspath(dict_path),
+            "splits": report,
+        }
+        write_json(os.path.join(out, "pairs.json"), summary)
     return summary
 
 

@@ -11,7 +11,9 @@ Steps (each skipped when its done-marker matches, see :class:`common.StepMarkers
 6. ``dict``        dict.txt from the sentencepiece vocabulary and training frequencies
                    (with ``--tokenizer-from``: the model's dict.txt, unchanged)
 7. ``binarize``    as fairseq-preprocess --only-source --srcdict (fairseq's binarizer, in this
-                   process: binarize.py) → OUT_DIR/data-bin, checked
+                   process: binarize.py) → OUT_DIR/data-bin, checked, then moved in through the
+                   export's output directory (export/output_dir.py): a rerun replaces the files
+                   its manifest lists, and anything else in data-bin (a checkpoint) stays
 
 Intermediate files live in OUT_DIR/work; the summary in OUT_DIR/summary.json.
 See docs/data.md.
@@ -26,6 +28,7 @@ import time
 from typing import Dict, List, Optional, Sequence
 
 from .. import vocabulary
+from ..export.output_dir import MANIFEST, staged_output, written_by
 from . import binarize as binarize_mod
 from . import encode as encode_mod
 from . import text as text_mod
@@ -44,6 +47,8 @@ from .common import (
 logger = logging.getLogger("fairseq_clear.prepare")
 
 SPLITS = ("train", "valid", "test")
+#: data-bin's manifest names this command: a rerun replaces its own files there
+WRITER = "clear-prepare"
 #: options that do not change what the pipeline writes
 RUN_ONLY_OPTIONS = ("workers", "progress", "remove_intermediate", "force")
 
@@ -223,17 +228,11 @@ class Pipeline:
         self.work = os.path.join(self.out_dir, "work")
         os.makedirs(self.work, exist_ok=True)
         remove_stale_tmp(self.work)
+        # data-bin's: what an earlier version left (data-bin is now staged by output_dir, which cleans its own)
         remove_stale_tmp(self.out_dir, names=("summary.json", "data-bin", "data-bin.old"))
         self.markers = StepMarkers(os.path.join(self.work, "steps"))
         self.workers = self.opts["workers"] or os.cpu_count() or 1
         self.data_bin = os.path.join(self.out_dir, "data-bin")
-        # a rerun replaces the data-bin it wrote (it carries our tokenizer record); anything
-        # else there is the user's, and is never deleted
-        if os.path.lexists(self.data_bin) and not (
-                os.path.isdir(self.data_bin) and not os.path.islink(self.data_bin)
-                and os.path.isfile(os.path.join(self.data_bin, vocabulary.RECORD))):
-            raise PrepareError(f"OUT_DIR: '{self.data_bin}' exists and was not written by clear-prepare "
-                               f"(no {vocabulary.RECORD} in it); move it away or choose another OUT_DIR")
 
         formats = {}
         for files in self.files.values():
@@ -288,6 +287,15 @@ class Pipeline:
         self.steps[name] = {"status": "ran", "seconds": round(seconds, 2)}
         return stats
 
+    def check_data_bin(self):
+        """Refuse, before any work, a data-bin that a rerun may not replace file by file: one
+        whose manifest does not name clear-prepare (the user's, or an earlier version's)."""
+        if os.path.lexists(self.data_bin) and written_by(self.data_bin) != WRITER and not (
+                os.path.isdir(self.data_bin) and not os.listdir(self.data_bin)):
+            raise PrepareError(f"OUT_DIR: '{self.data_bin}' exists and was not written by clear-prepare (no "
+                               f"{MANIFEST} of it there, the list of the files a rerun replaces; a data-bin of "
+                               "an earlier version has none either): move it away or choose another OUT_DIR")
+
     def ids(self, split):
         return [file_identity(f) for f in self.files[split]]
 
@@ -299,6 +307,7 @@ class Pipeline:
         if earlier is not None:
             logger.info("all steps done earlier with these inputs and options: nothing to do")
             return earlier
+        self.check_data_bin()
         text_options = {
             "formats": self.formats, "documents": o["documents"],
             "wikitext_headings": o["wikitext_headings"], "wikitext_markers": o["wikitext_markers"],
@@ -472,28 +481,25 @@ class Pipeline:
         return encode_mod.write_dict(model_path, np.load(counts_path), dict_path)
 
     def _binarize(self, dict_path, model_path, enc_path, enc_stats, splits):
-        tmp = os.path.join(self.out_dir, f".data-bin.tmp-{os.getpid()}")
-        shutil.rmtree(tmp, ignore_errors=True)
-        os.makedirs(tmp)
-        expected = sum(enc_stats[s]["tokens"] + enc_stats[s]["lines"] for s in splits)
+        # built beside data-bin, then only our own files there replaced (the user's stay), and a
+        # split this run no longer writes removed: see export/output_dir.py. A damaged file of ours
+        # (a reason for this step to run again) is remade.
         log_path = self.path("fairseq-preprocess.log")
-        binarize_mod.binarize(
-            dict_path, {s: enc_path[s] for s in splits}, tmp, self.workers, expected,
-            self.opts["progress"], log_path)
-        tokenizer = write_tokenizer(model_path, tmp)
-        vocabulary.write_record(tmp, tokenizer, os.path.join(tmp, "dict.txt"))
-        with open(dict_path, encoding="utf-8") as a, open(os.path.join(tmp, "dict.txt"), encoding="utf-8") as b:
-            if a.read() != b.read():
-                raise PrepareError(f"fairseq-preprocess rewrote dict.txt differently from '{dict_path}'")
-        checks = {}
-        for s in splits:
-            st = enc_stats[s]
-            checks[s] = binarize_mod.check_binarized(tmp, s, st["lines"], st["tokens"], st["unk"])
-        if os.path.exists(self.data_bin):
-            old = os.path.join(self.out_dir, f".data-bin.old.tmp-{os.getpid()}")
-            os.replace(self.data_bin, old)
-            shutil.rmtree(old, ignore_errors=True)
-        os.replace(tmp, self.data_bin)
+        with staged_output(self.data_bin, writer=WRITER, option="OUT_DIR/data-bin", replace_changed=True,
+                           remove_unwritten=True) as tmp:
+            expected = sum(enc_stats[s]["tokens"] + enc_stats[s]["lines"] for s in splits)
+            binarize_mod.binarize(
+                dict_path, {s: enc_path[s] for s in splits}, tmp, self.workers, expected,
+                self.opts["progress"], log_path)
+            tokenizer = write_tokenizer(model_path, tmp)
+            vocabulary.write_record(tmp, tokenizer, os.path.join(tmp, "dict.txt"))
+            with open(dict_path, encoding="utf-8") as a, open(os.path.join(tmp, "dict.txt"), encoding="utf-8") as b:
+                if a.read() != b.read():
+                    raise PrepareError(f"fairseq-preprocess rewrote dict.txt differently from '{dict_path}'")
+            checks = {}
+            for s in splits:
+                st = enc_stats[s]
+                checks[s] = binarize_mod.check_binarized(tmp, s, st["lines"], st["tokens"], st["unk"])
         return {"checked": checks, "fairseq_preprocess_log": log_path}
 
     def _remove_intermediate(self):

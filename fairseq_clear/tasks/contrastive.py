@@ -30,6 +30,7 @@ from fairseq.data import Dictionary, MaskTokensDataset
 from fairseq.tasks.masked_lm import MaskedLMConfig, MaskedLMTask
 
 from .. import paper_defaults
+from ..checkpoint_sizes import out_of_bounds
 from ..data.binarized_checks import load_checked, load_dictionary as load_dictionary_file
 from ..evaluation.sts_validation import HELP as STS_VALIDATION_HELP, StsValidationMixin
 from ..fairseq_fixes.keep_last_batch import keeping_last_batch
@@ -168,6 +169,9 @@ class ContrastiveTask(StsValidationMixin, MaskedLMTask):
     def __init__(self, cfg, dictionary=None):
         self.cfg = cfg  # paper_mode may read it before fairseq's __init__ sets it
         self.check_honoured(cfg)
+        problem = out_of_bounds(cfg, self.config_class)  # the ranges written next to the options
+        if problem:
+            raise TaskConfigError("--{} {!r}: {}".format(problem[0].replace("_", "-"), *problem[1:]))
         if cfg.mlm not in MLM_CHOICES:
             raise TaskConfigError(f"--mlm must be one of {', '.join(MLM_CHOICES)}, got '{cfg.mlm}'")
         if cfg.no_mlm:

@@ -387,8 +387,12 @@ def test_multitask_benchmark_rows_are_the_task_s_schedules_and_its_summary_skips
     bench = bench_module("bench_multitask", monkeypatch, tmp_path)
     from fairseq_clear.data.multitask_dataset import SCHEDULES
 
-    schedules = {opts[opts.index("--schedule") + 1] for _, opts in bench.ROWS.values() if "--schedule" in opts}
+    schedules = {opts[opts.index("--schedule") + 1] for _, opts, _ in bench.ROWS.values() if "--schedule" in opts}
     assert schedules <= set(SCHEDULES) and {"fusion", "average", "round-robin-batch"} <= schedules
+    # Table 1's rows: the sentiment head only, the pair tasks scored by the [CLS] cosine
+    table1 = {row: spec for row, spec in bench.ROWS.items() if row.startswith("table1/")}
+    assert len(table1) == 4 and all(scoring == "cosine" and opts[opts.index("--tasks") + 1] == "sentiment"
+                                    for _, opts, scoring in table1.values())
     for task, labels in (("sentiment", "1 0 1 1"), ("paraphrase", "0 0 1 0 0")):
         (tmp_path / "data" / task / "label").mkdir(parents=True)
         (tmp_path / "data" / task / "label" / "valid.label").write_text(labels.replace(" ", "\n") + "\n")
@@ -406,7 +410,7 @@ def test_multitask_benchmark_rows_are_the_task_s_schedules_and_its_summary_skips
     assert "sentiment_acc" not in summary["baseline: start, cosine of [CLS]"]
     assert out.with_suffix(".png").stat().st_size > 0
     claims = json.loads(out.read_text())["observations"]  # the seed's orderings whose rows ran
-    assert set(claims) == {"Table 1: fusion > the start's cosine baseline (paraphrase and STS only)"}
+    assert set(claims) == {"all three heads trained: fusion > the start's [CLS] cosine (paraphrase and STS only)"}
     (claim,) = claims.values()
     assert claim["holds"] and claim["difference"] == pytest.approx(0.15)  # (0.7 + 0.6) / 2 - (0.6 + 0.4) / 2
 

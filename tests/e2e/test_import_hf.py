@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from hf_standins import make_bert, make_roberta, make_xlmr, minilm_dir, varied_sentences
+from hf_standins import hf_ids_of_rows, make_bert, make_roberta, make_xlmr, minilm_dir, varied_sentences
 from helpers import bin_path, run_cli
 
 pytest.importorskip("transformers")
@@ -74,22 +74,6 @@ def test_import_equals_transformers(hf, imported, name):
             batch = tok(s, return_tensors="pt", truncation=True, max_length=hub.model.max_positions())
             worst = max(worst, float((mine - ref(**batch).last_hidden_state[0]).abs().max()))
     assert worst < 1e-4, worst
-
-
-def hf_ids_of_rows(dictionary, tok, kind):
-    """fairseq dictionary row -> Hugging Face id, from the HF tokenizer alone (independent of the import)."""
-    specials = {dictionary.bos(): tok.cls_token_id, dictionary.pad(): tok.pad_token_id,
-                dictionary.eos(): tok.sep_token_id, dictionary.unk(): tok.unk_token_id,
-                dictionary.index("<mask>"): tok.mask_token_id}
-    out = {}
-    for row, symbol in enumerate(dictionary.symbols):
-        if row in specials:
-            out[row] = specials[row]
-        elif kind == "gpt2":
-            out[row] = int(symbol)  # dict.txt holds GPT-2 encoder ids, as fairseq's roberta.base does
-        else:
-            out[row] = tok.convert_tokens_to_ids(symbol)
-    return out
 
 
 def test_import_logs_fresh_lm_head_and_pooler(hf, tmp_path):

@@ -39,10 +39,11 @@ def _brute(pairs, corpus, vectors, rules):
     texts = list(dict.fromkeys(list(corpus or []) + [p for _, p in pairs]))
     queries = list(dict.fromkeys(a for a, _ in pairs))
     pos = {q: list(dict.fromkeys(p for a, p in pairs if a == q)) for q in queries}
-    range_max = rules.resolved_range_max()
-    k = min(range_max + max(len(v) for v in pos.values()) + 1, len(texts))
+    max_positives = max(sum(a == q for a, _ in pairs) for q in queries)  # a repeated pair counts twice
+    range_max = rules.resolved_range_max(max_positives)
     chosen, removed = {}, {}
     for q in queries:
+        k = min(range_max + max_positives + (q in texts), len(texts))  # + 1: room for the anchor itself
         scored = sorted(((_cos(vectors[q], vectors[t]), t) for t in texts), key=lambda x: -x[0])[:k]
         threshold = min(_cos(vectors[q], vectors[p]) for p in pos[q])
         valid = []
@@ -58,7 +59,7 @@ def _brute(pairs, corpus, vectors, rules):
             else:
                 valid.append((t, s))
         chosen[q] = valid[:range_max][rules.range_min:][:rules.num_negatives]
-    rows = [(a, p, t, s) for a, p in pairs for t, s in chosen[a]]
+    rows = [(a, p, t, s) for a in queries for p in pos[a] for t, s in chosen[a]]  # each distinct pair once
     return rows, removed
 
 

@@ -1,6 +1,7 @@
 """Seed 004's multi-task system (--task multitask, --criterion multitask, clear-eval-multitask):
 heads, the schedules' plans, the average and fusion, PCGrad, the negative pairs' sign, evaluation."""
 
+import itertools
 import json
 import math
 import sys
@@ -246,7 +247,9 @@ def test_pcgrad_projects_conflicting_gradients():
     assert g1p.dot(g2).item() == pytest.approx(0.0)
 
 
-def test_pcgrad_step_writes_the_projected_mean_into_the_gradients(mt_data):
+def test_pcgrad_step_writes_the_reference_merge_into_the_gradients(mt_data):
+    from test_faithful_pcgrad import reference_project, reference_reduce
+
     task, model, criterion = build(mt_data, "--pcgrad", "--head-dropout", "0")
 
     dataset = task.dataset("train")
@@ -259,11 +262,30 @@ def test_pcgrad_step_writes_the_projected_mean_into_the_gradients(mt_data):
                      for p in model.parameters() if p.requires_grad])
     parts, _ = criterion.task_losses(model, sample)
     params = [p for p in model.parameters() if p.requires_grad]
-    flat = [torch.cat([(g if g is not None else torch.zeros_like(p)).reshape(-1)
-                       for g, p in zip(torch.autograd.grad(v, params, retain_graph=True, allow_unused=True), params)])
-            for v in parts.values()]
-    expected = project_conflicting(flat, torch.Generator().manual_seed(task.cfg.seed * 1_000_003 + 3))
+    flat, has = [], []
+    for v in parts.values():
+        grads = torch.autograd.grad(v, params, retain_graph=True, allow_unused=True)
+        flat.append(torch.cat([(g if g is not None else torch.zeros_like(p)).reshape(-1) for g, p in zip(grads, params)]))
+        has.append(torch.cat([torch.full((p.numel(),), float(g is not None)) for g, p in zip(grads, params)]))
+    # the keyed order (a resume projects as the uninterrupted run did)
+    expected = project_conflicting(flat, torch.Generator().manual_seed(task.cfg.seed * 1_000_003 + 3),
+                                   reached=[h.bool() for h in has])
     assert torch.allclose(got, expected, atol=1e-6)
+    # WeiChengTseng/Pytorch-PCGrad's merge for one of its draws: the encoder averaged, the heads summed
+    shared = torch.stack(has).prod(0).bool()
+    assert shared.any() and not shared.all()
+    # (its draws where each task meets its own gradient first, g_i·g_i > 0: tests/e2e/test_faithful_pcgrad.py
+    # checks every draw on a small net)
+    double = [g.double() for g in flat]
+    projected = [[reference_project(double, i, (i, *rest)) for rest in itertools.permutations(set(range(3)) - {i})]
+                 for i in range(3)]
+    gap = min(float((got.double() - reference_reduce(list(pc), has)).abs().max())
+              for pc in itertools.product(*projected))
+    assert gap <= 1e-6 * float(torch.stack(flat).abs().max()), gap
+    sentiment = torch.cat([torch.full((p.numel(),), n.startswith("classification_heads.sentiment."))
+                           for n, p in model.named_parameters() if p.requires_grad])
+    assert sentiment.any() and not shared[sentiment].any()
+    assert not torch.allclose(got[sentiment], torch.stack(flat).mean(0)[sentiment], atol=1e-7)  # not a third
     if any(a.dot(b) < 0 for i, a in enumerate(flat) for b in flat[i + 1:]):  # surgery changed something
         assert not torch.allclose(got, torch.stack(flat).mean(0), atol=1e-6)
 

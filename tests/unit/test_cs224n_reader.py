@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from fairseq_clear.errors import NotUtf8Error
 from fairseq_clear.preprocessing.common import PrepareError
 from fairseq_clear.preprocessing.multitask import read_cs224n
 
@@ -63,17 +64,14 @@ def _copy(tmp_path):
 def test_bad_rows_are_counted_not_kept(tmp_path):
     d = _copy(tmp_path)
     with open(d / "sts-train.csv", "a", encoding="utf-8") as f:
-        f.write("1\tx1\tA dog runs.\tA dog is running.\t7.5\n")          # similarity out of 0-5
+        f.write("1\tx1\tA dog runs.\tA dog is running.\t\n")             # no label
         f.write("2\tx2\tA dog runs.\t\t4.0\n")                           # empty sentence2
         f.write("3\tx3\tA dog\truns.\tA dog is running.\t4.0\n")         # a stray tab: one field too many
         f.write("4\tx4\tA dog runs.\t4.0\n")                             # one field short
     rows, skipped = read("sts", "train", d)
     assert len(rows) == 4
     assert skipped == {"no valid label": 1, "empty sentence": 1, "wrong number of fields": 2}
-    with open(d / "quora-train.csv", "a", encoding="utf-8") as f:
-        f.write("5\tx5\tIs it?\tIs it so?\t0.5\n")                       # not 0/1
-    rows, skipped = read("paraphrase", "train", d)
-    assert len(rows) == 4 and skipped == {"no valid label": 1}
+    # a label outside the task's set is an error, not a skipped row: tests/reliability/test_prepare_multitask_safety.py
 
 
 def _one_line(excinfo):
@@ -94,9 +92,9 @@ def test_comma_separated_file_is_refused_in_one_line(tmp_path):
 def test_non_utf8_file_is_refused_in_one_line(tmp_path):
     d = _copy(tmp_path)
     (d / "sts-dev.csv").write_bytes(b"\tid\tsentence1\tsentence2\tsimilarity\n0\tab\tcaf\xe9 .\tA caf\xe9 .\t4.0\n")
-    with pytest.raises(PrepareError) as e:
+    with pytest.raises(NotUtf8Error) as e:
         read("sts", "dev", d)
-    assert "sts-dev.csv" in _one_line(e) and "not UTF-8" in str(e.value)
+    assert "sts-dev.csv:2:" in _one_line(e) and "not UTF-8" in str(e.value)
 
 
 def test_an_unclosed_quote_is_refused_in_one_line_naming_its_line(tmp_path):
@@ -108,7 +106,7 @@ def test_an_unclosed_quote_is_refused_in_one_line_naming_its_line(tmp_path):
     with pytest.raises(PrepareError) as e:
         read("paraphrase", "dev", d)
     message = _one_line(e)
-    assert "quora-dev.csv line 2:" in message and "unclosed double quote" in message
+    assert "quora-dev.csv:2:" in message and "unclosed double quote" in message
 
 
 def test_a_csv_error_is_refused_in_one_line(tmp_path):
@@ -118,4 +116,4 @@ def test_a_csv_error_is_refused_in_one_line(tmp_path):
     with pytest.raises(PrepareError) as e:
         read("sts", "dev", d)
     message = _one_line(e)
-    assert "sts-dev.csv line" in message and "field larger than field limit" in message
+    assert "sts-dev.csv:2:" in message and "field larger than field limit" in message

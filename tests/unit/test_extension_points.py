@@ -30,6 +30,7 @@ from fairseq_clear.tasks.contrastive import ContrastiveConfig, ContrastiveTask
 @dataclass
 class ToyConfig(ContrastiveConfig):
     toy_rate: float = field(default=0.5, metadata={{"help": "toy: a rate"}})
+    toy_width: int = field(default=8, metadata={{"help": "toy: a size", "bounds": (1, 64)}})
 
 
 @register_task("{name}", dataclass=ToyConfig)
@@ -69,6 +70,25 @@ def toy_task(tmp_path):
 def _checkpoint(task):
     return {"cfg": {"model": {"_name": "clear_roberta", "arch": "clear_roberta_tiny"},
                     "task": {"_name": task, "toy_rate": 0.25}}, "model": {}}
+
+
+def test_a_new_tasks_bounds_are_checked_in_its_checkpoints_and_at_start_up(toy_task):
+    """A size or rate is bounded where the option is written (``bounds`` in its field's metadata):
+    the checkpoint loader and the start-up check read it there, no list names the task."""
+    from omegaconf import OmegaConf
+
+    from fairseq_clear.checkpoint_sizes import CheckpointSizeError, check_sizes
+    from fairseq_clear.tasks.contrastive import TaskConfigError
+
+    state = _checkpoint(toy_task)
+    check_sizes(state, "fine.pt")
+    state["cfg"]["task"]["toy_width"] = 10**9
+    with pytest.raises(CheckpointSizeError, match="task option toy_width is 1000000000: outside 1..64"):
+        check_sizes(state, "bomb.pt")
+    cfg = OmegaConf.structured(TASK_DATACLASS_REGISTRY[toy_task])
+    cfg.toy_width = 0
+    with pytest.raises(TaskConfigError, match="--toy-width 0: outside 1..64"):
+        TASK_REGISTRY[toy_task](cfg)  # what setup_task builds, refused before it reads any data
 
 
 def test_a_new_task_file_is_accepted_everywhere(toy_task, tmp_path):
