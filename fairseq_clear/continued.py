@@ -10,7 +10,9 @@ checkpoint is checked to be what its option takes. A checkpoint that clear-impor
 kept through training by model-args) or fairseq's stock RoBERTa gets the papers' values for
 *continued* training (SimCSE: lr 3e-5 unsupervised / 5e-5 supervised for base-size encoders, 1e-5
 for large ones; DeCLUTR 5e-5; CLEAR 1e-5) instead of the recipes' from-scratch ones (5e-4 on a
-CPU, for a 2-layer model trained here); a sentence-embedding model keeps its own pooling. A value
+CPU, for a 2-layer model trained here); an imported model keeps the pooling clear-import-hf recorded (a
+sentence-embedding model's own; a folder with no pooling config: mean, sentence-transformers'
+default), on a CPU and on a GPU alike (after the recipe's settings, which differ). A value
 the user passes (in USER OPTIONS, or LR in the environment) always wins and is named as theirs.
 
 With ``--sts-dev`` (STS-B dev, or the user's own pairs in its format) the run scores the
@@ -29,6 +31,7 @@ from typing import Dict, List, Tuple
 
 from .budget import checkpoint_plan, keep_from, plan, weight_bytes
 from .budget import given as _given
+from .models.pooling import pooling_source
 from .paper_defaults import CONTINUED, PAPER_BATCH  # the papers' values live in one file
 
 MODES = ("clear", "declutr", "simcse-unsup", "simcse-sup", "clsr")
@@ -122,8 +125,8 @@ def options(mode: str, record: Dict[str, object], cpu: bool, user: List[str], en
         if mode in PAPER_BATCH and not cpu:
             put("batch-size", PAPER_BATCH[mode], f"{paper}'s batch")
         if record.get("pretrained_pooling"):
-            put("sentence-pooling", str(record["pretrained_pooling"]),
-                "the model's own pooling, recorded by clear-import-hf")
+            # after the recipe's settings: the same pooling on a CPU and on a GPU
+            put("sentence-pooling", str(record["pretrained_pooling"]), "the model's own pooling: " + pooling_source(kind))
         if record.get("sentence_normalize"):
             log.append("unit-length vectors (the model's Normalize module): kept by embed(), clear-embed and "
                        "clear-export-hf")

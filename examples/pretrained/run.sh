@@ -96,7 +96,8 @@ case "$MODE" in
   clsr)         "$HERE/clsr/train.sh" "$DATA" "$INIT" "$@" ;;
   clear)
     # CLEAR (000 §4.1) continued from a pre-trained encoder: MLM on s + NT-Xent between two
-    # augmented views, [CLS], the 2-layer projection head, τ = 0.1 (the task's paper defaults)
+    # augmented views, [CLS], the 2-layer projection head, τ = 0.1 (the task's paper defaults); an
+    # import keeps the pooling clear-import-hf recorded (mean for a folder with no pooling config)
     # a refusal (its error: line is on stderr) stops the recipe: set -e does not see a failure
     # inside "<<< $(...)", so the flags are captured first
     MODEL_ARGS_TEXT=$(python -m fairseq_clear.cli.glue model-args "$INIT")

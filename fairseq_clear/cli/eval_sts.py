@@ -325,7 +325,7 @@ def main(argv=None):
         report = evaluate(hub, args)
     except (STSFormatError, FileNotFoundError, ValueError) as e:
         fail(e)
-    print(format_table(report, next(iter(report["models"]))))
+    print(format_table(report, row_names(args)[0]))  # the first row: --checkpoint's, else the first --model's
     write_json(output, _jsonable(report))
     print(f"\nwritten {output}")
 

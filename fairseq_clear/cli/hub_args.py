@@ -66,6 +66,11 @@ def load_hub(args):
     from ..models.hub_interface import from_pretrained
 
     path = os.path.abspath(os.path.expanduser(args.checkpoint))
+    if os.path.isdir(path):  # the hub would look for a file of that name beside it
+        found = sorted(f for f in os.listdir(path) if f.endswith(".pt"))
+        fail(f"--checkpoint '{args.checkpoint}' is a directory; give a checkpoint file in it: "
+             + (", ".join(os.path.join(args.checkpoint, f) for f in found) if found
+                else "it holds no .pt file (fairseq-train writes checkpoint_best.pt and checkpoint_last.pt)"))
     # a path the user typed means what it means in their shell: ./x and ../x from the current directory
     data = os.path.abspath(os.path.expanduser(args.data)) if args.data else os.path.dirname(path)
     try:

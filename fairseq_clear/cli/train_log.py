@@ -7,7 +7,8 @@ FILE and, on stdout, all but what a user does not need to watch: fairseq's confi
 repr (logged as objects, not text), the known deprecation warnings of third-party libraries
 (hydra, omegaconf, torch, fairseq's own) and fairseq's per-epoch batching chatter. Everything kept
 off the terminal is in FILE, whose path is printed first. The recipes add ``--log-format tqdm``
-(fairseq's progress bar with its ETA) on a terminal and ``--log-format json`` (plain lines)
+(fairseq's progress bar with its ETA, counting to --max-update when that comes first:
+fairseq_fixes/progress_total.py) on a terminal and ``--log-format json`` (plain lines)
 elsewhere; a ``--log-format`` of yours wins.
 """
 

@@ -31,7 +31,8 @@ from ..models.inference import (
     SentencepieceDictionaryEncoder,
     check_pooling,
     cosine_rows,
-    embed_tokens,
+    embed_batches,
+    padded_batches,
 )
 from ..vocabulary import DictionaryEncoder
 from .sts import read_sts_benchmark, spearman
@@ -93,24 +94,36 @@ class StsValidator:
             self.tokenizer = DictionaryEncoder(tokenizer, dictionary)
         self.pooling = pooling or None
         self.batch_size = batch_size
-        self._tokens = None
+        # every distinct sentence is embedded once (STS-B dev: 3,000 sides, 2,910 distinct); the
+        # pairs' sides are rows of the distinct sentences' vectors, so a repeated pair ties exactly
+        # (two copies embedded in different batches could differ by float noise and break the tie)
+        row = {}
+        self.rows = np.array([row.setdefault(s, len(row)) for s in self.pairs.sent1 + self.pairs.sent2],
+                             dtype=np.int64)
+        self.sentences = list(row)
+        self._batches = None  # (key, padded batches): tokenised and cut once, reused by every score()
         logger.info("STS validation: %d pairs from %s", len(self.pairs), self.path)
+
+    def batches(self, model):
+        """The distinct sentences tokenised, cut by length and padded for ``model``: built at the
+        first validation, then reused (a model with other max positions or padding gets its own)."""
+        key = (model.max_positions(), model.encoder.dictionary.pad())
+        if self._batches is None or self._batches[0] != key:
+            tokens = self.tokenizer.encode(self.sentences, max_positions=key[0])
+            self._batches = key, list(padded_batches(tokens, key[1], self.batch_size))
+        return self._batches[1]
 
     def score(self, model) -> float:
         """Spearman x100 for ``model`` (dropout off, no gradient; the mode is restored)."""
         start = time.time()
-        if self._tokens is None:
-            # tokenise once; the model's max positions do not change during training
-            self._tokens = self.tokenizer.encode(
-                self.pairs.sent1 + self.pairs.sent2, max_positions=model.max_positions()
-            )
         pooling = self.pooling or model.args.sentence_pooling
         try:
-            vectors = embed_tokens(model, self._tokens, (pooling,), batch_size=self.batch_size)[pooling]
+            vectors = embed_batches(model, self.batches(model), len(self.sentences), (pooling,))[pooling]
         except NonFiniteVectorsError as e:
             # the worst Spearman there is: a broken model is never kept as the best checkpoint
             logger.error("STS-B dev (%s pooling): %s; scored %.0f", pooling, e, WORST_SCORE)
             return WORST_SCORE
+        vectors = vectors[torch.from_numpy(self.rows)]
         n = len(self.pairs)
         value = spearman(cosine_rows(vectors[:n], vectors[n:]), self.pairs.scores)
         if np.isnan(value):

@@ -28,18 +28,20 @@ Nothing in the directory is executed: config.json is JSON, weights are
 safetensors or a weights-only torch pickle, tokenizers are data files.
 """
 
+import contextlib
 import json
 import logging
 import math
 import os
 import shutil
+import warnings
 from typing import Dict, List, Tuple
 
 import torch
 
 from ..checkpoint_sizes import check_hf_sizes
 from ..vocabulary import BERT_SPECIALS, DEL_SYMBOL, FAIRSEQ_SPECIALS, SP_WORD_START
-from .output_dir import staged_output
+from .output_dir import check_output_dir, staged_output
 from ..errors import FairseqClearError, NotUtf8Error
 
 logger = logging.getLogger(__name__)
@@ -568,8 +570,14 @@ def _st_modules(model_dir: str) -> List[dict]:
     return modules
 
 
+#: the pooling of a folder with no pooling config (a plain save_pretrained folder): sentence-transformers'
+#: default, which SentenceTransformer(folder) and clear-eval-sts --model apply to such a folder too
+NO_POOLING_CONFIG = "mean"
+
+
 def sentence_pooling(model_dir: str) -> str:
-    """cls or mean from a sentence-transformers Pooling config (1_Pooling/config.json); cls without one.
+    """cls or mean from a sentence-transformers Pooling config (1_Pooling/config.json); without one,
+    ``NO_POOLING_CONFIG`` (mean), as sentence-transformers pools such a folder.
 
     Any other mode (max, mean_sqrt_len_tokens, weightedmean, lasttoken, several at once) is refused:
     the imported model would embed differently from the sentence-transformers model."""
@@ -582,7 +590,7 @@ def sentence_pooling(model_dir: str) -> str:
     if not os.path.isfile(path):
         if len(modules) > 1:
             raise ImportHfError(f"{os.path.join(model_dir, 'modules.json')}: the Pooling module's {path} does not exist")
-        return "cls"
+        return NO_POOLING_CONFIG
     cfg = _read_json(path)
     if not isinstance(cfg, dict):
         raise ImportHfError(f"{path}: must be a JSON object of pooling options")
@@ -661,10 +669,11 @@ def check_sentence_bert_config(transformer_dir: str, cfg=None) -> None:
 def sentence_head(model_dir: str) -> Dict[str, object]:
     """What the model is, recorded in the checkpoint so that training, embedding and export keep it:
     a sentence-transformers model (modules.json) records its pooling and whether it normalises
-    (a Normalize module); any other model is a pre-trained encoder with no sentence head of its own."""
+    (a Normalize module); any other model is a pre-trained encoder with no sentence head of its own,
+    recorded with the pooling it is given (no pooling config: mean, sentence-transformers' default)."""
     modules = _st_modules(model_dir)
     if len(modules) < 2:
-        return {"pretrained_kind": "encoder"}
+        return {"pretrained_kind": "encoder", "pretrained_pooling": sentence_pooling(model_dir)}
     head = {"pretrained_kind": "sentence-embedding", "pretrained_pooling": sentence_pooling(model_dir)}
     if len(modules) > 2:
         head["sentence_normalize"] = True
@@ -695,6 +704,12 @@ def fairseq_args(options) -> str:
                     for k, v in options.items() if v is not False)
 
 
+#: the deprecation warnings of hydra >= 1.1 that fairseq's convert_namespace_to_omegaconf raises
+HYDRA_DEPRECATIONS = (r"\s*(hydra\.experimental\.\w+\(\) is no longer experimental|The version_base parameter is "
+                      r"not specified|In 'config': Usage of deprecated keyword in package header|'config' is "
+                      r"validated against ConfigStore schema|The strict flag in the compose API is deprecated)")
+
+
 def _checkpoint_cfg(options, out_dir):
     """A complete fairseq config, as fairseq-train would save it (task masked_lm, arch clear_roberta)."""
     from fairseq import options as fairseq_options
@@ -707,7 +722,10 @@ def _checkpoint_cfg(options, out_dir):
     for k, v in options.items():
         argv += [f"--{k.replace('_', '-')}"] if v is True else [f"--{k.replace('_', '-')}", str(v)]
     args = fairseq_options.parse_args_and_arch(parser, argv)
-    cfg = convert_namespace_to_omegaconf(args)
+    with warnings.catch_warnings():
+        # fairseq builds its config with hydra's deprecated API: ~20 lines a user cannot act on
+        warnings.filterwarnings("ignore", message=HYDRA_DEPRECATIONS, category=UserWarning)
+        cfg = convert_namespace_to_omegaconf(args)
     cfg.task.data = "."
     cfg.model.data = "."
     return OmegaConf.to_container(cfg)
@@ -727,6 +745,7 @@ def import_hf(model_dir: str, out_dir: str, overwrite: bool = False, tolerance: 
     model_dir = os.path.abspath(os.path.expanduser(str(model_dir)))
     if not os.path.isdir(model_dir):
         raise ImportHfError(f"model directory '{model_dir}' does not exist")
+    check_output_dir(out_dir, overwrite, option="OUT_DIR", what="import")  # before any work
     cfg = read_config(model_dir)
     check_hf_sizes(model_dir, cfg)  # nothing is built from config.json that its weights do not hold
     pooling = sentence_pooling(model_dir)  # refuses what sentence-transformers adds beyond the encoder
@@ -739,7 +758,7 @@ def import_hf(model_dir: str, out_dir: str, overwrite: bool = False, tolerance: 
     head = sentence_head(model_dir)
     options = model_options(cfg, pooling, head)
     logger.info("import: %s", describe(options))
-    with staged_output(out_dir, overwrite=overwrite) as staging:
+    with staged_output(out_dir, overwrite=overwrite, option="OUT_DIR", what="import") as staging:
         with open(os.path.join(staging, "dict.txt"), "w", encoding="utf-8") as f:
             f.writelines(f"{s} 1\n" for s in symbols)
         tokenizer = _copy_tokenizer(model_dir, cfg["model_type"], staging, symbols)
@@ -769,10 +788,31 @@ def describe(options) -> str:
     size = (f"{options['encoder_layers']} layers x {options['encoder_embed_dim']} "
             f"({options['encoder_attention_heads']} heads)")
     if options.get("pretrained_kind") != "sentence-embedding":
-        return f"a pre-trained encoder of {size}, no sentence head of its own"
+        pooling = options.get("pretrained_pooling") or options["sentence_pooling"]
+        given = (f"no pooling config: {pooling}, sentence-transformers' default" if pooling == NO_POOLING_CONFIG
+                 else f"{pooling} pooling (its 1_Pooling/config.json)")
+        return (f"a pre-trained encoder of {size}, no sentence head of its own; {given} (training, "
+                "embed()/clear-embed and clear-export-hf use it unless told otherwise)")
     return (f"a sentence-embedding model of {size}: {options['pretrained_pooling']} pooling"
             + (", unit-length vectors (Normalize)" if options.get("sentence_normalize") else "")
             + "; training, embed()/clear-embed and clear-export-hf keep them unless told otherwise")
+
+
+@contextlib.contextmanager
+def _quiet_transformers():
+    """transformers' load report and progress bar off: the report lists the LM head and pooler that
+    AutoModel leaves out (expected: only the last hidden states are compared)."""
+    from transformers.utils import logging as hf_logging
+
+    verbosity, bar = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(verbosity)
+        if bar:
+            hf_logging.enable_progress_bar()
 
 
 CHECK_SENTENCES = ["A man is playing a guitar.", "", "Ünïcödé accents, emoji 🙂 and numbers 12,345.67!",
@@ -807,7 +847,8 @@ def verify(model_dir, staged_dir, cfg, sentences=CHECK_SENTENCES):
             f"{model_dir}: transformers cannot read its tokenizer files (tokenizer.json, tokenizer_config.json, "
             f"special_tokens_map.json, vocab files): {type(e).__name__}: {_one_line(e)}"
         ) from None
-    ref = AutoModel.from_pretrained(model_dir, config=config).eval()
+    with _quiet_transformers():
+        ref = AutoModel.from_pretrained(model_dir, config=config).eval()
     worst = 0.0
     with torch.no_grad():
         for s in sentences:

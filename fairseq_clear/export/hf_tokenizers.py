@@ -31,7 +31,7 @@ def check_sentencepiece_layout(sp, path: str, dictionary):
         raise ExportError(
             f"dict.txt does not follow the sentencepiece model's order (fairseq id = sentencepiece "
             f"id + 1) for {len(bad)} pieces, e.g. {', '.join(bad[:3])}: rebuild dict.txt from the "
-            "sentencepiece model (preprocess/prepare.sh does)"
+            "sentencepiece model (clear-prepare does)"
         )
     mask = dictionary.index("<mask>")
     if mask != sp.get_piece_size() + 1:

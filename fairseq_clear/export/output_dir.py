@@ -55,12 +55,13 @@ def _resolved(out_dir) -> str:
     return os.path.realpath(os.path.abspath(os.path.expanduser(str(out_dir))))
 
 
-def check_output_dir(out_dir, overwrite: bool = False, writer=None, option: str = "--out") -> None:
+def check_output_dir(out_dir, overwrite: bool = False, writer=None, option: str = "--out", what: str = "export") -> None:
     """Refuse, before any work, an ``out_dir`` that an export may not write.
 
     ``writer``: the command writing it; a directory whose manifest names it is replaced as with
     ``overwrite`` (the command's own previous output), any other non-empty one is refused.
-    ``option``: the command's name for ``out_dir``, in the messages."""
+    ``option``: the command's name for ``out_dir``, ``what``: the name of what it writes ("export",
+    "import"), in the messages."""
     out_dir = _resolved(out_dir)
     if os.path.exists(out_dir) and not os.path.isdir(out_dir):
         raise OutputDirError(f"{option} '{out_dir}' exists and is not a directory")
@@ -68,7 +69,7 @@ def check_output_dir(out_dir, overwrite: bool = False, writer=None, option: str 
         if writer is None:
             raise OutputDirError(
                 f"{option} '{out_dir}' is not empty; choose a new directory, or pass --overwrite to "
-                f"replace the files a previous export wrote there (recorded in its {MANIFEST}; "
+                f"replace the files a previous {what} wrote there (recorded in its {MANIFEST}; "
                 "nothing else is touched)"
             )
         if written_by(out_dir) != writer:
@@ -179,7 +180,8 @@ def _write_manifest(out_dir, files: dict, writer=None, pending=None):
     write_json(os.path.join(out_dir, MANIFEST), manifest)
 
 
-def _publish(staging, out_dir, writer=None, option="--out", replace_changed=False, remove_unwritten=False):
+def _publish(staging, out_dir, writer=None, option="--out", replace_changed=False, remove_unwritten=False,
+             what="export"):
     # the marker stays until the end: a staging directory that a kill leaves is removed by the next run
     files = [rel for rel in _files(staging) if rel != STAGING_MARKER]
     new = {rel: sha256(os.path.join(staging, rel)) for rel in files}
@@ -201,7 +203,7 @@ def _publish(staging, out_dir, writer=None, option="--out", replace_changed=Fals
         for p in _parents(out_dir, rel))]
     if clashes:
         raise OutputDirError(
-            f"{option} '{out_dir}' holds {', '.join(sorted(set(clashes)))}, which a previous export did not "
+            f"{option} '{out_dir}' holds {', '.join(sorted(set(clashes)))}, which a previous {what} did not "
             f"write (not recorded with this content in its {MANIFEST}); refusing to replace it: "
             "choose another directory"
         )
@@ -266,13 +268,13 @@ def remove_stale_staging(out_dir) -> list:
 
 @contextlib.contextmanager
 def staged_output(out_dir, overwrite: bool = False, writer=None, option: str = "--out",
-                  replace_changed: bool = False, remove_unwritten: bool = False):
+                  replace_changed: bool = False, remove_unwritten: bool = False, what: str = "export"):
     """Yield a temporary sibling directory; on success its content becomes ``out_dir``.
 
-    ``writer``, ``option``: see :func:`check_output_dir`; the writer is recorded in the manifest.
+    ``writer``, ``option``, ``what``: see :func:`check_output_dir`; the writer is recorded in the manifest.
     ``replace_changed``, ``remove_unwritten``: see the module's docstring."""
     out_dir = _resolved(out_dir)
-    check_output_dir(out_dir, overwrite, writer, option)
+    check_output_dir(out_dir, overwrite, writer, option, what)
     parent = os.path.dirname(out_dir)
     os.makedirs(parent, exist_ok=True)
     remove_stale_staging(out_dir)
@@ -280,7 +282,7 @@ def staged_output(out_dir, overwrite: bool = False, writer=None, option: str = "
     open(os.path.join(staging, STAGING_MARKER), "w").close()
     try:
         yield staging
-        _publish(staging, out_dir, writer, option, replace_changed, remove_unwritten)
+        _publish(staging, out_dir, writer, option, replace_changed, remove_unwritten, what)
     finally:
         if os.path.isdir(staging):  # ours alone: created above, never renamed
             shutil.rmtree(staging)

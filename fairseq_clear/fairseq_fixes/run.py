@@ -6,6 +6,7 @@ plugin's tasks, criterions or models (scope.names_plugin), before fairseq's ``ca
 
 * ``--bf16`` without torch_xla means bfloat16 on the GPU or CPU, not ``--tpu`` (bf16_without_tpu);
 * ``torchrun ... --cpu`` forms one group of workers (cpu_torchrun);
+* a DATA the task cannot read a dictionary from ends the command with one ``error:`` line (check_data);
 
 and ``main`` runs, in every process (also those fairseq spawns), inside ``scope.entered(cfg)``;
 when it returns or fails, fairseq's prefetch threads are stopped (prefetch_threads) and the
@@ -14,6 +15,7 @@ component opened (scope.component_built). For any other config, ``call_main`` is
 """
 
 import functools
+import sys
 
 from . import _patching, bf16_without_tpu, cpu_torchrun, prefetch_threads, save_dir_lock, scope
 from ._version import applies
@@ -47,6 +49,24 @@ def end_of_run() -> None:
     save_dir_lock.release_all()
 
 
+def check_data(cfg) -> None:
+    """A DATA that the run's task cannot read a dictionary from (a clear-prepare that stopped, a typo)
+    ends the command with one ``error:`` line (status 2), as the clear-* commands end: before
+    fairseq logs its config and builds the task, whose traceback would bury the line."""
+    from fairseq.tasks import TASK_REGISTRY
+
+    from ..tasks.contrastive import ContrastiveTask, TaskConfigError
+
+    task = TASK_REGISTRY.get(getattr(cfg.task, "_name", None))
+    if not (isinstance(task, type) and issubclass(task, ContrastiveTask)) or not getattr(cfg.task, "data", None):
+        return
+    try:
+        task.dictionary_for(cfg.task)
+    except TaskConfigError as e:  # not a damaged dict.txt: that stays the task's error, named as fairseq builds it
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
+
+
 def prepare(cfg) -> None:
     """The config fixes of a fairseq-clear run, before fairseq's call_main reads the config."""
     if applies(bf16_without_tpu):
@@ -65,6 +85,7 @@ def install():
         def call_main(cfg, main, **kwargs):
             if isinstance(main, ScopedMain) or not scope.names_plugin(cfg):
                 return fairseq_call_main(cfg, main, **kwargs)
+            check_data(cfg)
             prepare(cfg)
             return fairseq_call_main(cfg, ScopedMain(main), **kwargs)
 

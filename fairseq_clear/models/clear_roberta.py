@@ -191,7 +191,8 @@ class ClearRobertaModel(RobertaModel):
         parser.add_argument(
             "--pretrained-pooling",
             choices=POOLING_CHOICES,
-            help="the starting sentence-embedding model's own pooling (recorded by clear-import-hf): "
+            help="the starting model's pooling (recorded by clear-import-hf: a sentence-embedding "
+            "model's own; mean, sentence-transformers' default, for a folder with no pooling config): "
             "the default --sentence-pooling of training and embedding",
         )
         parser.add_argument(

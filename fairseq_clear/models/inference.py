@@ -75,6 +75,18 @@ def length_batches(lengths: Sequence[int], batch_size: int) -> List[np.ndarray]:
     return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
 
 
+def padded_batches(tokens: List[torch.Tensor], pad: int, batch_size: int):
+    """``(rows, src)`` per batch of :func:`length_batches`: the rows' indices (LongTensor) and their
+    tokens right-padded with ``pad``. A generator: a caller that embeds the same sentences again
+    (the STS validation) keeps the list; others build one batch at a time."""
+    for index in length_batches([len(t) for t in tokens], batch_size):
+        rows = [tokens[i] for i in index]
+        src = torch.full((len(rows), max(len(r) for r in rows)), pad, dtype=torch.long)
+        for j, r in enumerate(rows):
+            src[j, : len(r)] = r
+        yield torch.from_numpy(index), src
+
+
 def embed_tokens(
     model,
     tokens: List[torch.Tensor],
@@ -93,38 +105,38 @@ def embed_tokens(
     """
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    batches = padded_batches(tokens, model.encoder.dictionary.pad(), batch_size)
+    if show_progress:
+        from tqdm import tqdm
+
+        batches = tqdm(batches, desc="embedding", unit="batch", total=-(-len(tokens) // batch_size))
+    return embed_batches(model, batches, len(tokens), poolings, head)
+
+
+def embed_batches(model, batches, n: int, poolings: Sequence[str] = ("cls",),
+                  head: str = "representation") -> Dict[str, torch.Tensor]:
+    """:func:`embed_tokens` over the ``(rows, src)`` batches of :func:`padded_batches` of ``n`` sentences."""
     dim = output_dim(model, head)  # raises for an unknown or missing head
     for p in poolings:
         check_pooling(p)
     cls_only = set(poolings) == {"cls"}
-    out = {p: torch.empty(len(tokens), dim, dtype=torch.float32) for p in poolings}
-    if not tokens:
+    out = {p: torch.empty(n, dim, dtype=torch.float32) for p in poolings}
+    if not n:
         return out
     pad = model.encoder.dictionary.pad()
     device = next(model.parameters()).device
-    batches = length_batches([len(t) for t in tokens], batch_size)
-    if show_progress:
-        from tqdm import tqdm
-
-        batches = tqdm(batches, desc="embedding", unit="batch")
     with eval_mode(model), torch.inference_mode():
-        for index in batches:
-            rows = [tokens[i] for i in index]
-            width = max(len(r) for r in rows)
-            src = torch.full((len(rows), width), pad, dtype=torch.long)
-            for j, r in enumerate(rows):
-                src[j, : len(r)] = r
+        for where, src in batches:
             src = src.to(device)
             features = model.sentence_features(src, cls_only=cls_only)
             padding_mask = src.eq(pad)[:, : features.size(1)]
-            where = torch.from_numpy(index)
             for p in poolings:
                 out[p][where] = model.represent(features, padding_mask, p, head).float().cpu()
     for p, vectors in out.items():
         bad = (~torch.isfinite(vectors).all(dim=1)).nonzero().flatten().tolist()
         if bad:
             raise NonFiniteVectorsError(
-                f"{len(bad)} of {len(tokens)} sentence vectors ({p} pooling) are not finite (NaN/Inf), "
+                f"{len(bad)} of {n} sentence vectors ({p} pooling) are not finite (NaN/Inf), "
                 f"e.g. of sentences {', '.join(map(str, bad[:5]))}: the model's weights or its precision "
                 "give no usable embedding for them"
             )

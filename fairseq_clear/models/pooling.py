@@ -44,19 +44,33 @@ def pool(features: torch.Tensor, padding_mask: torch.Tensor, pooling: str) -> to
     raise ValueError(f"unknown pooling '{pooling}', choose from {POOLING_CHOICES}")
 
 
+def pooling_source(kind) -> str:
+    """Where an import's --pretrained-pooling comes from (``kind``: its --pretrained-kind), for the logs."""
+    if kind == "sentence-embedding":
+        return "a sentence-embedding model, recorded by clear-import-hf"
+    # clear-import-hf's rule for a folder with no pooling config (export/from_hf.py NO_POOLING_CONFIG)
+    return ("an encoder, recorded by clear-import-hf: sentence-transformers' default, mean, when its folder "
+            "has no pooling config")
+
+
 def own_pooling(args):
-    """A sentence-embedding model keeps its own pooling unless --sentence-pooling says otherwise."""
+    """An imported model keeps the pooling clear-import-hf recorded (a sentence-embedding model's own;
+    an encoder's, mean, as sentence-transformers pools it) unless --sentence-pooling says otherwise."""
     own = getattr(args, "pretrained_pooling", None)
     if not own:
         return
     given = getattr(args, "sentence_pooling", None)
+    kind = getattr(args, "pretrained_kind", None)
     if given is None:
         from omegaconf import OmegaConf, open_dict
 
         with open_dict(args) if OmegaConf.is_config(args) else contextlib.nullcontext():
             args.sentence_pooling = own
-        logger.info("model: --sentence-pooling %s: the starting model's own pooling (a sentence-embedding "
-                    "model, recorded by clear-import-hf); pass --sentence-pooling to change it", own)
-    elif given != own:
+        logger.info("model: --sentence-pooling %s: the starting model's own pooling (%s); pass "
+                    "--sentence-pooling to change it", own, pooling_source(kind))
+    elif given != own and kind == "sentence-embedding":
         logger.warning("model: --sentence-pooling %s replaces the starting model's own pooling (%s): its "
                        "vectors change meaning; leave --sentence-pooling out to keep the model's", given, own)
+    elif given != own:
+        logger.info("model: --sentence-pooling %s instead of the imported encoder's %s (%s)", given, own,
+                    pooling_source(kind))

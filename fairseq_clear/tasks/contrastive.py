@@ -134,10 +134,13 @@ def load_dictionary(data: str) -> Dictionary:
     if not paths:
         raise TaskConfigError("no data directory given")
     path = os.path.join(paths[0], "dict.txt")
+    if not os.path.isdir(paths[0]):
+        raise TaskConfigError(f"data directory '{paths[0]}' does not exist: make it with clear-prepare "
+                              "CORPUS OUT (it writes OUT/data-bin)")
     if not os.path.isfile(path):
         raise TaskConfigError(
-            f"data directory '{paths[0]}' has no dict.txt: binarize it with "
-            "fairseq-preprocess --only-source (see preprocess/prepare.sh)"
+            f"data directory '{paths[0]}' has no dict.txt: make it with clear-prepare CORPUS OUT "
+            "(OUT/data-bin), or binarize with fairseq-preprocess --only-source --srcdict"
         )
     dictionary = load_dictionary_file(path)
     dictionary.path = path  # named in size-mismatch errors

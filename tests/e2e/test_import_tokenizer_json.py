@@ -14,6 +14,9 @@ from hf_standins import (hf_ids_of_rows, make_roberta, make_xlmr, saved_by_sente
                          varied_sentences)
 from helpers import bin_path, run_cli
 
+#: the module fixture is built once: every test of this file on one pytest-xdist worker
+pytestmark = pytest.mark.xdist_group("test_import_tokenizer_json")
+
 pytest.importorskip("transformers")
 pytest.importorskip("sentence_transformers")
 

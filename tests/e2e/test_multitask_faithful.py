@@ -16,6 +16,9 @@ from hf_standins import make_bert
 from multitask_helpers import make_multitask_data, train_args, write_glue
 from test_multitask_nli_schedule import write_nli
 
+#: the module fixture is built once: every test of this file on one pytest-xdist worker
+pytestmark = pytest.mark.xdist_group("test_multitask_faithful")
+
 RUN = str(REPO / "examples" / "multitask" / "run.sh")
 
 

@@ -11,6 +11,9 @@ import pytest
 
 from helpers import REPO, bin_path, run_cli
 
+#: the module fixture is built once: every test of this file on one pytest-xdist worker
+pytestmark = pytest.mark.xdist_group("test_recipe_outputs")
+
 pytest.importorskip("sentence_transformers")
 
 RUN = str(REPO / "examples" / "pretrained" / "run.sh")

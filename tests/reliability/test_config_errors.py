@@ -17,7 +17,7 @@ import pytest
 
 from helpers import make_binarized, run_cli, train_args
 
-ERROR_LINE = re.compile(r"^(?:[\w.]*(?:Error|Exception)|fairseq-train: error): .+")
+ERROR_LINE = re.compile(r"^(?:[\w.]*(?:Error|Exception)|fairseq-train: error|error): .+")
 
 CASES = [
     # augmentations

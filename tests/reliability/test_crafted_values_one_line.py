@@ -2,7 +2,6 @@
 one line naming the file or option (issue 38: L3, L14, L16)."""
 
 import math
-import sys
 
 import pytest
 import torch
@@ -122,20 +121,3 @@ def test_a_directory_where_the_save_dir_lock_goes_is_one_line(tiny_data, tmp_pat
     assert last.startswith("fairseq_clear.fairseq_fixes.save_dir_lock.SaveDirLockError: "), last
     assert f"--save-dir '{save}': cannot open the run's lock file" in last, last
     assert (save / ".fairseq_clear.lock").is_dir() and not (save / "checkpoint_last.pt").exists()
-
-
-def test_average_ensemble_of_different_class_counts_is_one_line(tmp_path_factory, tmp_path):
-    from multitask_helpers import make_multitask_data
-    from multitask_helpers import train_args as multitask_train_args
-
-    root = tmp_path_factory.mktemp("mt_ensemble")
-    data = make_multitask_data(root)
-    run_cli(multitask_train_args(data, root / "ck", max_update=1, max_epoch=1))
-    state = safe_load(root / "ck" / "checkpoint_last.pt")
-    state["model"]["classification_heads.sentiment.out_proj.weight"] = torch.randn(5, 768)
-    state["model"]["classification_heads.sentiment.out_proj.bias"] = torch.randn(5)
-    state["cfg"]["task"]["num_sentiment_classes"] = 5
-    torch.save(state, tmp_path / "five.pt")
-    proc = run_captured([sys.executable, "-m", "fairseq_clear.cli.eval_multitask", tmp_path / "five.pt",
-                         root / "ck" / "checkpoint_last.pt", "--data", data, "--ensemble", "average"])
-    _one_error_line(proc, "--ensemble average", "sentiment", "(32, 2), (32, 5)")

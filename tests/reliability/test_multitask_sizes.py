@@ -21,6 +21,9 @@ from helpers import bin_path, run_captured, run_cli, train_args
 from multitask_helpers import make_multitask_data
 from multitask_helpers import train_args as multitask_train_args
 
+#: the module fixture is built once: every test of this file on one pytest-xdist worker
+pytestmark = pytest.mark.xdist_group("test_multitask_sizes")
+
 MEMORY_CAP = 3 * 2**30
 
 
@@ -159,3 +162,19 @@ def test_a_class_count_in_the_data_outside_the_bounds_is_refused(trained, tmp_pa
     proc = run_captured(multitask_train_args(copy, tmp_path / "s", max_update=1), memory_cap=MEMORY_CAP)
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0 and "sentiment class count 1000000000 is not an integer in 2.." in out, out[-2000:]
+
+
+def test_average_ensemble_of_different_class_counts_is_one_line(trained, tmp_path):
+    """clear-eval-multitask --ensemble average of a 5-class and a 2-class checkpoint gave numpy's
+    'inhomogeneous shape' traceback."""
+    checkpoint, data, _ = trained
+    state = safe_load(checkpoint)
+    state["model"]["classification_heads.sentiment.out_proj.weight"] = torch.randn(5, 768)
+    state["model"]["classification_heads.sentiment.out_proj.bias"] = torch.randn(5)
+    state["cfg"]["task"]["num_sentiment_classes"] = 5
+    torch.save(state, tmp_path / "five.pt")
+    proc = run_captured([sys.executable, "-m", "fairseq_clear.cli.eval_multitask", tmp_path / "five.pt",
+                         checkpoint, "--data", data, "--ensemble", "average"])
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: --ensemble average") and "sentiment" in last and "(32, 2), (32, 5)" in last, last
