@@ -1,5 +1,5 @@
 # fairseq-clear: `make demo` (end-to-end CPU run), `make test` (the test suite, on WORKERS pytest-xdist
-# workers; it prints its wall time: about 15 minutes on 2 cores) and `make test-fast` (its unit tier:
+# workers; it prints its wall time: about 16 minutes on 2 cores) and `make test-fast` (its unit tier:
 # about 20 seconds).
 # Both set up ./.venv on first use and are safe to run again.
 SHELL := /bin/bash

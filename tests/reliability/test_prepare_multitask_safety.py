@@ -14,6 +14,9 @@ import pytest
 from helpers import bin_path, run_captured, run_cli, synthetic_sentences, write_dict_from_spm
 from multitask_helpers import write_glue
 
+#: the module fixture is built once: every test of this file on one pytest-xdist worker
+pytestmark = pytest.mark.xdist_group("test_prepare_multitask_safety")
+
 CS224N = Path(__file__).resolve().parents[1] / "support" / "data" / "cs224n"
 
 
@@ -124,8 +127,6 @@ sys.path.insert(0, {str(Path(__file__).resolve().parents[1] / "support")!r})
 from change_watch import watch
 from fairseq_clear.cli.prepare_multitask import main
 
-#: the module fixture is built once: every test of this file on one pytest-xdist worker
-pytestmark = pytest.mark.xdist_group("test_prepare_multitask_safety")
 calls = watch(sys.argv[1], int(sys.argv[2]), lambda count: os.kill(os.getpid(), signal.SIGKILL))
 atexit.register(lambda: print("changes", calls[0]))
 main(sys.argv[3:])
