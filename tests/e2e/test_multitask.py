@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from helpers import EXCLUSIVE, run_cli
-from multitask_helpers import make_multitask_data, train_args
+from multitask_helpers import build, make_multitask_data, train_args
 
 from fairseq_clear.data.multitask_dataset import CONTRASTIVE, SUPERVISED, chunks, epoch_rows, plan
 from fairseq_clear.models.multitask_heads import HeadConfigError, ParaphraseHead, StsHead, build_heads
@@ -23,15 +23,6 @@ def mt_data(tmp_path_factory):
     return make_multitask_data(tmp_path_factory.mktemp("multitask"))
 
 
-def build(data, *extra):
-    """(task, model, criterion) as fairseq-train builds them, the train split loaded."""
-    from harness.runs import build_task
-
-    task, cfg = build_task(data, "--task", "multitask", "--criterion", "multitask", "--batch-size", "8",
-                           "--tokens-per-sample", "64", *extra)
-    model = task.build_model(cfg.model)
-    criterion = task.build_criterion(cfg.criterion)
-    return task, model, criterion
 
 
 # ---- heads -----------------------------------------------------------------------------

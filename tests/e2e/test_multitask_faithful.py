@@ -13,6 +13,7 @@ import pytest
 
 from helpers import REPO, run_cli
 from hf_standins import make_bert
+from multitask_helpers import build as build_multitask
 from multitask_helpers import make_multitask_data, train_args, write_glue
 from test_multitask_nli_schedule import write_nli
 
@@ -104,11 +105,7 @@ def mt_data(tmp_path_factory):
 
 
 def build(data, *extra):
-    from harness.runs import build_task
-
-    task, cfg = build_task(data, "--task", "multitask", "--criterion", "multitask", "--batch-size", "8",
-                           "--tokens-per-sample", "64", *extra)
-    return task, task.build_model(cfg.model)
+    return build_multitask(data, *extra, criterion=False)
 
 
 def parts(updates):

@@ -51,3 +51,14 @@ def train_args(data, save_dir, *extra, max_update=0, max_epoch=2, batch_size=8):
         "--log-format", "json", "--log-interval", "1", "--save-dir", save_dir, "--cpu", "--num-workers", "0",
         "--seed", "1", "--no-epoch-checkpoints", *extra,
     ]
+
+
+def build(data, *extra, criterion=True):
+    """(task, model[, criterion]) as fairseq-train builds them for --task multitask, the train split
+    loaded."""
+    from harness.runs import build_task
+
+    task, cfg = build_task(data, "--task", "multitask", "--criterion", "multitask", "--batch-size", "8",
+                           "--tokens-per-sample", "64", *extra)
+    model = task.build_model(cfg.model)
+    return (task, model, task.build_criterion(cfg.criterion)) if criterion else (task, model)
