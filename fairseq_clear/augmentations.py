@@ -26,10 +26,14 @@ DEL_WORD = "del-word"
 DEL_SPAN = "del-span"
 REORDER = "reorder"
 SUBS = "subs"
+WORD_REP = "word-rep"
+#: fairseq's own specials (<s>, <pad>, </s>, <unk>) are a dictionary's first ids (docs/design.md)
+FAIRSEQ_SPECIALS = 4
 #: Identity: both views are the input sentence; dropout is the only noise (SimCSE).
 IDENTITY = ("none", "dropout")
-DELETIONS = (DEL_WORD, DEL_SPAN)  # the augmentations that write [DEL]
-AUGMENTATION_NAMES = (DEL_WORD, DEL_SPAN, REORDER, SUBS) + IDENTITY
+#: the augmentations that write [DEL]: each needs the symbol in the dictionary (the task adds it),
+#: and the views they make have consecutive [DEL]s merged (build_augmentation)
+DELETIONS = (DEL_WORD, DEL_SPAN)
 
 Augmentation = Callable[[np.ndarray, np.random.Generator], np.ndarray]
 
@@ -286,6 +290,35 @@ def synonym_substitution(
     return np.array(out, dtype=tokens.dtype)
 
 
+def word_repetition(
+    tokens: np.ndarray,
+    rng: np.random.Generator,
+    rate: float = 0.32,
+    *,
+    del_idx: Optional[int] = None,
+    max_len: Optional[int] = None,
+) -> np.ndarray:
+    """``word-rep`` (ESimCSE, Wu et al. 2022, §3.1): repeat ``dup_len`` tokens, each right after
+    itself, so that a positive pair no longer shares its length.
+
+    ``dup_len`` is uniform on ``0 .. max(2, int(rate * n))`` (the paper's formula) over the ``n``
+    tokens that may repeat: never ``[DEL]`` (its runs stay merged) nor fairseq's specials (a block's
+    inner ``</s>``); the positions are uniform among them. With ``max_len``, at most
+    ``max_len - len(tokens)`` are repeated, so the view is never cut at the model's length.
+    """
+    may = tokens >= FAIRSEQ_SPECIALS
+    if del_idx is not None:
+        may &= tokens != del_idx
+    candidates = np.flatnonzero(may)
+    n = len(candidates)
+    room = n if max_len is None else max(0, min(n, max_len - len(tokens)))
+    k = min(int(rng.integers(0, max(2, int(rate * n)) + 1)), room)
+    if k == 0:
+        return tokens.copy()
+    chosen = candidates[np.sort(np.argsort(rng.random(n))[:k])]
+    return np.insert(tokens, chosen + 1, tokens[chosen])
+
+
 def identity(tokens: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """``none``/``dropout``: the view is the sentence itself (SimCSE's unsupervised setting)."""
     return tokens.copy()
@@ -332,13 +365,29 @@ class AugmentationParams:
         },
     )
 
+    word_rep_rate: float = field(
+        default=0.32,
+        metadata={
+            "help": "word-rep (ESimCSE): each view repeats dup_len tokens, dup_len uniform on 0 .. "
+            "max(2, int(rate x n)) (ESimCSE's paper: 0.32; its code's default: 0.05)"
+        },
+    )
+    #: not an option (no annotation: fairseq lists every dataclass field, ClassVars too): the longest
+    #: view body, --tokens-per-sample - 2 of the config (word-rep stays within it); None = no limit
+    max_len = None
+
     @classmethod
     def from_config(cls, cfg) -> "AugmentationParams":
-        """The rates of a config that holds these fields (a task config, an OmegaConf node)."""
-        return cls(**{f.name: getattr(cfg, f.name) for f in fields(cls)})
+        """The rates of a config that holds these fields (a task config, an OmegaConf node), and
+        its longest view body when it gives --tokens-per-sample."""
+        params = cls(**{f.name: getattr(cfg, f.name) for f in fields(cls)})
+        tokens_per_sample = getattr(cfg, "tokens_per_sample", None)
+        if isinstance(tokens_per_sample, int):
+            params.max_len = tokens_per_sample - 2  # <s> and </s> around the body
+        return params
 
     def validate(self):
-        for name in ("del_word_rate", "del_span_ratio", "reorder_span_ratio", "subs_rate"):
+        for name in ("del_word_rate", "del_span_ratio", "reorder_span_ratio", "subs_rate", "word_rep_rate"):
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:
                 raise AugmentationConfigError(
@@ -366,17 +415,17 @@ class AugmentationParams:
 
 
 def parse_augmentations(spec: str) -> List[str]:
-    """Split ``"subs,del-span"`` into names, checking each against :data:`AUGMENTATION_NAMES`."""
+    """Split ``"subs,del-span"`` into names, checking each against :data:`BUILDERS`."""
     names = [s.strip() for s in spec.split(",") if s.strip()]
     if not names:
         raise AugmentationConfigError(
             "--augmentations is empty; use e.g. 'del-word', 'subs,del-span' or 'none'"
         )
     for name in names:
-        if name not in AUGMENTATION_NAMES:
+        if name not in BUILDERS:
             raise AugmentationConfigError(
                 f"--augmentations: unknown augmentation '{name}'; "
-                f"choose from {', '.join(AUGMENTATION_NAMES)}"
+                f"choose from {', '.join(BUILDERS)}"
             )
     if any(n in IDENTITY for n in names) and len(names) > 1:
         raise AugmentationConfigError(
@@ -421,6 +470,34 @@ def parse_mixture(spec: str) -> List[Tuple[str, float]]:
     return entries
 
 
+def _subs(params: AugmentationParams, del_idx, index: Optional[SynonymIndex]) -> Augmentation:
+    if index is None:
+        raise AugmentationConfigError(
+            "'subs' needs a synonym table: pass --synonym-table (a JSON word -> [synonyms])"
+        )
+    return lambda t, r: synonym_substitution(t, r, params.subs_rate, index=index)
+
+
+def _merges_its_runs(step: Augmentation) -> Augmentation:
+    # its views never hold two [DEL]s in a row: used alone, it skips build_augmentation's merge pass
+    step.merges_deletions = True
+    return step
+
+
+#: each augmentation's step, built from the rates, [DEL]'s id and the synonym index: a new
+#: augmentation is one entry here, its rates in AugmentationParams, and its name in DELETIONS
+#: when it writes [DEL] (then the task adds the symbol and build_augmentation merges its runs)
+BUILDERS: Dict[str, Callable[[AugmentationParams, Optional[int], Optional[SynonymIndex]], Augmentation]] = {
+    DEL_WORD: lambda p, d, s: _merges_its_runs(lambda t, r: word_deletion(t, r, p.del_word_rate, del_idx=d)),
+    DEL_SPAN: lambda p, d, s: _merges_its_runs(
+        lambda t, r: span_deletion(t, r, p.del_span_count, p.del_span_ratio, del_idx=d)),
+    REORDER: lambda p, d, s: lambda t, r: reorder(t, r, p.reorder_pairs, p.reorder_span_ratio, p.reorder_unequal),
+    SUBS: _subs,
+    WORD_REP: lambda p, d, s: lambda t, r: word_repetition(t, r, p.word_rep_rate, del_idx=d, max_len=p.max_len),
+    **{name: (lambda p, d, s: identity) for name in IDENTITY},
+}
+
+
 def build_augmentation(
     names: Sequence[str],
     params: AugmentationParams,
@@ -431,44 +508,23 @@ def build_augmentation(
     params.validate()
     steps: List[Augmentation] = []
     for name in names:
-        if name in (DEL_WORD, DEL_SPAN) and del_idx is None:
+        if name in DELETIONS and del_idx is None:
             raise AugmentationConfigError(
                 f"'{name}' needs the [DEL] symbol, but the dictionary has none"
             )
-        if name == DEL_WORD:
-            steps.append(lambda t, r: word_deletion(t, r, params.del_word_rate, del_idx=del_idx))
-        elif name == DEL_SPAN:
-            steps.append(
-                lambda t, r: span_deletion(
-                    t, r, params.del_span_count, params.del_span_ratio, del_idx=del_idx
-                )
-            )
-        elif name == REORDER:
-            steps.append(
-                lambda t, r: reorder(t, r, params.reorder_pairs, params.reorder_span_ratio, params.reorder_unequal)
-            )
-        elif name == SUBS:
-            if synonym_index is None:
-                raise AugmentationConfigError(
-                    "'subs' needs a synonym table: pass --synonym-table (a JSON word -> [synonyms])"
-                )
-            steps.append(
-                lambda t, r: synonym_substitution(t, r, params.subs_rate, index=synonym_index)
-            )
-        elif name in IDENTITY:
-            steps.append(identity)
-        else:  # parse_augmentations already rejects these
+        if name not in BUILDERS:  # parse_augmentations already rejects these
             raise AugmentationConfigError(f"unknown augmentation '{name}'")
+        steps.append(BUILDERS[name](params, del_idx, synonym_index))
 
-    deletes = del_idx is not None and any(n in (DEL_WORD, DEL_SPAN) for n in names)
-    if len(steps) == 1:
+    deletes = del_idx is not None and any(n in DELETIONS for n in names)
+    if len(steps) == 1 and (not deletes or getattr(steps[0], "merges_deletions", False)):
         return steps[0]
 
     def composed(tokens, rng):
         for step in steps:
             tokens = step(tokens, rng)
         # §3.3: consecutive [DEL]s become one, also when a later step (reorder,
-        # subs) brought two together
+        # subs) brought two together, and for any deletion that does not merge its own
         return merge_deletions(tokens, del_idx) if deletes else tokens
 
     return composed

@@ -3,12 +3,12 @@ warm-up, and the log interval, from the number of examples actually binarized an
 epochs (EPOCHS; the papers': SimCSE 1 unsupervised, 3 supervised; DeCLUTR 1), not from the
 papers' corpus sizes. Used by fairseq_clear/continued.py, which the recipes call.
 
-Examples per epoch, as the tasks sample them:
-  clear, simcse-unsup  non-empty lines of DATA/train.idx (sentences; the blank lines clear-prepare
-                       writes between documents are not samples)
-  declutr              documents of DATA/train.idx (runs of lines between blank lines) of at least
-                       2·A·ℓmax tokens (--min-document-tokens), the ones DeCLUTR can sample
-  simcse-sup, clsr     the rows clear-prepare-pairs wrote (DATA/pairs.json splits.train.pairs_written)
+Examples per epoch, as the tasks sample them, by the mode's data (paper_defaults.CONTINUED):
+  text, lines  non-empty lines of DATA/train.idx (sentences; the blank lines clear-prepare
+               writes between documents are not samples)
+  documents    documents of DATA/train.idx (runs of lines between blank lines) of at least
+               2·A·ℓmax tokens (--min-document-tokens), the ones DeCLUTR can sample
+  pairs        the rows clear-prepare-pairs wrote (DATA/pairs.json splits.train.pairs_written)
 
 And the disk the run's checkpoints take (``checkpoint_plan``): checkpoint_best.pt, checkpoint_last.pt
 and KEEP interval checkpoints, each about 3 x the starting model's weights (Adam's two moments beside
@@ -21,10 +21,7 @@ import re
 import shutil
 from typing import Dict, List, Optional, Tuple
 
-#: each mode's epochs (the paper's number of passes over its corpus)
-EPOCHS = {"simcse-unsup": ("1", "SimCSE: 1 epoch unsupervised"), "simcse-sup": ("3", "SimCSE: 3 epochs supervised"),
-          "declutr": ("1", "DeCLUTR: 1 epoch"), "clear": ("1", "1 epoch, as SimCSE-unsup continues an encoder"),
-          "clsr": ("2000", "CLSR: 2,000 epochs of its heads")}
+from .paper_defaults import CONTINUED  # each mode's epochs, data and frozen encoder
 
 
 def given(words: List[str], option: str) -> str:
@@ -54,7 +51,8 @@ def _sizes(data: str):
 
 def count_examples(mode: str, data: str, words: List[str]) -> Tuple[int, str]:
     """(examples in one epoch of ``data``'s train split, what they are and where they were counted)."""
-    if mode in ("simcse-sup", "clsr"):
+    data_kind = CONTINUED[mode].data
+    if data_kind == "pairs":
         path = os.path.join(data, "pairs.json")
         with open(path, encoding="utf-8") as f:
             n = json.load(f)["splits"]["train"]["pairs_written"]
@@ -62,7 +60,7 @@ def count_examples(mode: str, data: str, words: List[str]) -> Tuple[int, str]:
             raise ValueError(f"{path}: splits.train.pairs_written is {n!r}, not a positive integer")
         return n, f"{n:,} pairs ({path})"
     body = _sizes(data)
-    if mode != "declutr":
+    if data_kind != "documents":
         n = int((body > 0).sum())
         return n, f"{n:,} sentences ({os.path.join(data, 'train')}.idx)"
     import numpy as np
@@ -100,8 +98,8 @@ def plan(mode: str, data: str, epochs: str, batch: int, cpu: bool, words: List[s
     """(fairseq-train options, log lines, max_update): ``words`` are every option the run gets
     (the recipe's, then the continued-training values, then the user's); the user's win."""
     out, log = [], []
-    epochs_source = "yours: EPOCHS" if env.get("EPOCHS") else EPOCHS[mode][1]
-    epochs = env.get("EPOCHS") or epochs or EPOCHS[mode][0]
+    epochs_source = "yours: EPOCHS" if env.get("EPOCHS") else CONTINUED[mode].epochs[1]
+    epochs = env.get("EPOCHS") or epochs or CONTINUED[mode].epochs[0]
     try:
         n_epochs = float(epochs)
         assert n_epochs > 0
@@ -196,7 +194,7 @@ def checkpoint_plan(mode: str, weights: Optional[int], save_dir: str, words: Lis
     files = f"checkpoint_best.pt and checkpoint_last.pt{what}"
     if weights is None:
         return [f"checkpoints in {save_dir}: {files}"], ""
-    copies = 1 if mode == "clsr" else ADAM_COPIES
+    copies = 1 if CONTINUED[mode].frozen_encoder else ADAM_COPIES
     each = copies * weights
     # at a save: the kept files, the new interval checkpoint and the temporary copy of best or last
     peak = 2 + during + (2 if interval else 1)
@@ -206,7 +204,7 @@ def checkpoint_plan(mode: str, weights: Optional[int], save_dir: str, words: Lis
     free = shutil.disk_usage(path).free
     replaced = sum(os.path.getsize(os.path.join(save_dir, f)) for f in ("checkpoint_best.pt", "checkpoint_last.pt")
                    if os.path.isfile(os.path.join(save_dir, f)))
-    why = ("the weights; CLSR's frozen encoder has no Adam moments" if copies == 1
+    why = (f"the weights; {CONTINUED[mode].paper}'s frozen encoder has no Adam moments" if copies == 1
            else f"{copies} x the weights' {size_text(weights)}: the weights and Adam's two moments")
     log = [f"checkpoints in {save_dir}: {files}, about {size_text(each)} each ({why}): "
            f"{size_text((2 + extra) * each)}, up to {size_text(peak * each)} while one is written; "

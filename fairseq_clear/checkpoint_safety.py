@@ -240,6 +240,26 @@ def _registered(registry, accept) -> set:
     return {name for name, cls in registry.items() if accept(cls)}
 
 
+def plugin_names() -> dict:
+    """{"task": names, "criterion": names, "model": model and architecture names} that this
+    package registered in fairseq."""
+    from fairseq.criterions import CRITERION_REGISTRY
+    from fairseq.models import ARCH_MODEL_REGISTRY, MODEL_REGISTRY
+    from fairseq.tasks import TASK_REGISTRY
+
+    root = __name__.split(".")[0]  # "fairseq_clear", or the name fairseq gave the --user-dir
+
+    def ours(cls) -> bool:
+        module = getattr(cls, "__module__", "") or ""
+        return module == root or module.startswith(root + ".")
+
+    return {
+        "task": _registered(TASK_REGISTRY, ours),
+        "criterion": _registered(CRITERION_REGISTRY, ours),
+        "model": _registered(MODEL_REGISTRY, ours) | _registered(ARCH_MODEL_REGISTRY, ours),
+    }
+
+
 def stock_roberta_names() -> frozenset:
     """The model and architecture names fairseq registers for :data:`FAIRSEQ_ROBERTA_CLASSES`."""
     from fairseq.models import ARCH_MODEL_REGISTRY, MODEL_REGISTRY
@@ -253,15 +273,11 @@ def stock_roberta_names() -> frozenset:
 def accepted_model_names() -> frozenset:
     """Model names (``cfg.model._name`` / ``arch``) a checkpoint may name: every model and
     architecture this package registered in fairseq, and fairseq's RoBERTa family."""
-    from .fairseq_fixes.scope import plugin_names
-
     return frozenset(plugin_names()["model"]) | stock_roberta_names()
 
 
 def accepted_tasks() -> frozenset:
     """Tasks whose checkpoints this package loads: every task it registered, and :data:`FAIRSEQ_TASKS`."""
-    from .fairseq_fixes.scope import plugin_names
-
     return frozenset(plugin_names()["task"]) | FAIRSEQ_TASKS
 
 
@@ -383,8 +399,6 @@ def names_plugin(path) -> Optional[bool]:
     """Whether a checkpoint's own config names one of the plugin's tasks, criterions or models,
     read as plain data without its tensors; None when it cannot be read so (it holds more than
     plain data, or is not a checkpoint)."""
-    from .fairseq_fixes.scope import plugin_names
-
     try:
         state = _peek_state(path)
     except Exception:  # noqa: BLE001  (whatever stops a plain-data read: the safe loader names it)

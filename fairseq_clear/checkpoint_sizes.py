@@ -12,6 +12,7 @@ tensor data is touched), and the model the config describes may hold at most
 import dataclasses
 import math
 import os
+from collections.abc import Set
 
 from .errors import FairseqClearError
 
@@ -28,10 +29,11 @@ CEILINGS = {
     "projection_dim": 65536,
     "sentence_mlp_hidden_dim": 65536,
     "sentence_mlp_dim": 65536,
+    "sentence_mlm_layers": 2,
 }
 #: fields whose 0 means "the default" (the encoder's width; no CLSR encoder e)
 ZERO_ALLOWED = {"projection_layers", "projection_hidden_dim", "projection_dim",
-                "sentence_mlp_hidden_dim", "sentence_mlp_dim"}
+                "sentence_mlp_hidden_dim", "sentence_mlp_dim", "sentence_mlm_layers"}
 MAX_GROWTH = 2.0
 #: a projection head or CLSR's e that the file lacks is built fresh (a 1024-wide 2-layer head
 #: is 2.1M parameters); more than this, the config asks for much more than the file holds
@@ -57,7 +59,7 @@ def option_value(checkpoint: str, field: str, value, kind) -> str:
             return str(int(value))
         if kind is float and not isinstance(value, bool) and 0 < float(value) < math.inf:
             return repr(float(value))
-        if isinstance(kind, (list, tuple, frozenset, set)) and isinstance(value, str) and value in kind:
+        if isinstance(kind, (list, tuple, Set)) and isinstance(value, str) and value in kind:  # Set: a dict's keys too
             return str(value)
     except (TypeError, ValueError, OverflowError):
         pass
@@ -128,11 +130,13 @@ def _parameters(weights) -> int:
 
 
 def described_parameters(sizes: dict, vocab: int) -> int:
-    """Parameters of the RoBERTa encoder (+ LM head, projection head, CLSR's e) ``sizes`` describe."""
+    """Parameters of the RoBERTa encoder (+ LM head, projection head, CLSR's e, InfoCSE's decoder) ``sizes``
+    describe."""
     d, layers = sizes["encoder_embed_dim"], sizes["encoder_layers"]
     ffn, positions = sizes["encoder_ffn_embed_dim"], sizes["max_positions"]
     per_layer = 4 * d * d + 4 * d + 2 * d * ffn + ffn + d + 4 * d
-    total = (vocab + positions + 2) * d + layers * per_layer + 2 * d
+    # InfoCSE's decoder (--sentence-mlm-layers): layers of the encoder's sizes
+    total = (vocab + positions + 2) * d + (layers + sizes.get("sentence_mlm_layers", 0)) * per_layer + 2 * d
     total += d * d + 3 * d + vocab  # LM head: dense, layer norm, output bias (weights tied)
     mlp_hidden, mlp_out = sizes.get("sentence_mlp_hidden_dim", 0), sizes.get("sentence_mlp_dim", 0) or d
     if mlp_hidden:

@@ -11,6 +11,13 @@ class FairseqClearError(Exception):
     """An option, input or file that fairseq-clear cannot use; the message names it."""
 
 
+class ExportError(FairseqClearError, ValueError):
+    """The checkpoint cannot be represented exactly as an XLM-R model; the message says why.
+
+    Here, not in export/, because the tokenizers' Hugging Face builders (hf_tokenizers.py, below
+    the export and vocabulary.py) raise it too."""
+
+
 class NotUtf8Error(FairseqClearError, UnicodeDecodeError):
     """A text file we read is not UTF-8; the message names the file and the line.
 

@@ -46,7 +46,8 @@ from typing import Callable, Dict, List, Optional, Sequence
 import numpy as np
 
 from .errors import FairseqClearError
-from .preprocessing.common import DISK_FULL, DiskFullError, LoggedProgress, allocate, atomic_write
+from .atomic_files import atomic_write, remove_stale_tmp, tmp_prefix
+from .preprocessing.common import DISK_FULL, DiskFullError, LoggedProgress, allocate
 from .search import EmbeddingIndex
 
 logger = logging.getLogger(__name__)
@@ -188,8 +189,11 @@ def mine(pairs: Sequence[tuple], encode: Callable[[List[str]], np.ndarray], rule
                                 "the vectors wait there: give --work-dir a directory with more room", option) from None
         return files["anchors"]
 
-    # removed on every way out, an error included (the memory maps are only unlinked files then)
-    with tempfile.TemporaryDirectory(dir=work_dir, prefix="clear-mine-") as tmp:
+    # removed on every way out, an error included (the memory maps are only unlinked files then); a
+    # killed run's, under the one temporary name, by the next run
+    where = work_dir or tempfile.gettempdir()
+    remove_stale_tmp(where, ["clear-mine"], own=False)
+    with tempfile.TemporaryDirectory(dir=where, prefix=tmp_prefix(os.path.join(where, "clear-mine"))) as tmp:
         qv = _vectors_to_disk(encode, queries, chunk_size, open_files, "anchors")
         cv = _vectors_to_disk(encode, texts, chunk_size, lambda dim: files["corpus"], "corpus")
         best_s = np.full((len(queries), 0), -np.inf, dtype=np.float32)

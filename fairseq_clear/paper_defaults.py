@@ -9,6 +9,8 @@ criterion's in ``task.build_criterion``; each logs the values it filled in and w
 """
 
 import logging
+from dataclasses import dataclass
+from typing import Dict, Tuple
 
 logger = logging.getLogger(__name__)
 
@@ -40,24 +42,50 @@ MODES = {"clear": CLEAR, "simcse": SIMCSE, "declutr": DECLUTR, "clsr": CLSR, "mu
 MULTITASK_TRAINING = {"lr": 1e-5, "batch_size": 16, "max_epoch": 10, "head_hidden_dim": 768,
                       "head_dropout": 0.3, "temperature": 0.05}
 
-#: continuing a pre-trained encoder (the recipes, fairseq_clear/continued.py): recipe MODE ->
-#: (paper, {fairseq-train option: (value for a base-size encoder, for a large one)})
+
+@dataclass(frozen=True)
+class RecipeMode:
+    """A recipe mode of examples/pretrained/run.sh (continuing a pre-trained encoder): all the
+    recipes know of it. continued.py, budget.py and run.sh read these fields and list no mode."""
+
+    #: whose values these are (named in each log line)
+    paper: str
+    #: {fairseq-train option: (value for a base-size encoder, for a large one)}
+    values: Dict[str, Tuple[str, str]]
+    #: (passes over the corpus, where that number comes from): budget.py's default of EPOCHS
+    epochs: Tuple[str, str]
+    #: its corpus, as run.sh prepares it and budget.py counts an epoch: "text" (clear-prepare;
+    #: sentences), "lines" (one sentence a line; sentences), "documents" (blank-line separated;
+    #: DeCLUTR's long enough documents), "pairs" (clear-prepare-pairs; pairs)
+    data: str
+    #: its recipe under examples/, run after the import and the data ("": run.sh's own, --task clear)
+    recipe: str = ""
+    #: the paper's batch size (GPU runs only: a CPU run keeps the recipe's CPU size), or ""
+    batch: str = ""
+    #: the encoder is frozen: a checkpoint holds no Adam moments of it (budget.checkpoint_plan)
+    frozen_encoder: bool = False
+
+
+#: the recipe modes, the one table of them (continued.py, budget.py, examples/pretrained/run.sh)
 CONTINUED = {
-    # SimCSE (Gao et al. 2021), Table D.1: unsup BERT-base 3e-5, BERT-large 1e-5; τ 0.05; no warm-up
-    "simcse-unsup": ("SimCSE", {"lr": ("3e-05", "1e-05"), "temperature": ("0.05", "0.05"),
-                                "warmup-updates": ("0", "0")}),
-    # sup: BERT-base 5e-5, BERT-large 1e-5, batch 512
-    "simcse-sup": ("SimCSE", {"lr": ("5e-05", "1e-05"), "temperature": ("0.05", "0.05"),
-                              "warmup-updates": ("0", "0")}),
-    # DeCLUTR (Giorgi et al. 2021) continues DistilRoBERTa / RoBERTa-base with lr 5e-5, τ 0.05
-    "declutr": ("DeCLUTR", {"lr": ("5e-05", "5e-05"), "temperature": ("0.05", "0.05")}),
     # CLEAR pre-trains from scratch; continuing an encoder, the recipe's 1e-5 (fine-tuning size)
-    "clear": ("CLEAR recipe", {"lr": ("1e-05", "1e-05"), "temperature": ("0.1", "0.1")}),
+    "clear": RecipeMode("CLEAR recipe", {"lr": ("1e-05", "1e-05"), "temperature": ("0.1", "0.1")},
+                        ("1", "1 epoch, as SimCSE-unsup continues an encoder"), "text"),
+    # DeCLUTR (Giorgi et al. 2021) continues DistilRoBERTa / RoBERTa-base with lr 5e-5, τ 0.05
+    "declutr": RecipeMode("DeCLUTR", {"lr": ("5e-05", "5e-05"), "temperature": ("0.05", "0.05")},
+                          ("1", "DeCLUTR: 1 epoch"), "documents", "declutr/train.sh", batch="16"),
+    # SimCSE (Gao et al. 2021), Table D.1: unsup BERT-base 3e-5, BERT-large 1e-5; τ 0.05; no warm-up
+    "simcse-unsup": RecipeMode("SimCSE", {"lr": ("3e-05", "1e-05"), "temperature": ("0.05", "0.05"),
+                                          "warmup-updates": ("0", "0")},
+                               ("1", "SimCSE: 1 epoch unsupervised"), "lines", "simcse/unsup.sh", batch="64"),
+    # sup: BERT-base 5e-5, BERT-large 1e-5, batch 512
+    "simcse-sup": RecipeMode("SimCSE", {"lr": ("5e-05", "1e-05"), "temperature": ("0.05", "0.05"),
+                                        "warmup-updates": ("0", "0")},
+                             ("3", "SimCSE: 3 epochs supervised"), "pairs", "simcse/sup.sh", batch="512"),
     # CLSR trains its heads over a frozen encoder: the recipe's own values hold
-    "clsr": ("CLSR", {}),
+    "clsr": RecipeMode("CLSR", {}, ("2000", "CLSR: 2,000 epochs of its heads"), "pairs", "clsr/train.sh",
+                       frozen_encoder=True),
 }
-#: batch sizes of the papers (GPU runs only: a CPU run keeps the recipe's CPU size)
-PAPER_BATCH = {"simcse-unsup": "64", "simcse-sup": "512", "declutr": "16"}
 
 #: the options each part resolves, and how "not given" reads for those that cannot default to
 #: None (fairseq's generation config shares --temperature and cannot take None: NaN there)

@@ -6,7 +6,8 @@
 Cosine similarity with torch top-k, chunked over queries and corpus so that
 memory stays bounded. :class:`EmbeddingIndex` keeps a corpus for repeated
 searches and uses faiss (inner product on unit vectors) when it is installed
-and asked for (``backend="faiss"``).
+and asked for (``backend="faiss"``), or holds quantized vectors (``precision="int8"``, ``"binary"``, ...)
+searched in two passes with rescoring.
 
 Every vector goes through :func:`unit_rows`: a vector holding NaN or Inf is refused with an
 error naming the argument and its rows (NaN would sort first in a top-k and hide the true
@@ -132,19 +133,48 @@ class EmbeddingIndex:
 
     Vectors are stored at unit length (:func:`unit_rows`); ``add`` refuses a batch holding NaN
     or Inf as a whole, leaving the index as it was.
+
+    ``precision``: ``float32`` (default), or quantized corpus vectors (:mod:`fairseq_clear.quantization`,
+    4x smaller for int8/uint8, 32x for binary/ubinary). int8/uint8 use ``ranges`` (2 x dim), by
+    default calibrated on the first ``add()`` (the corpus; later batches are clipped to them, as
+    sentence-transformers does). A search then runs in two passes, as sentence-transformers'
+    ``semantic_search_faiss``/``_usearch``: the query quantized like the corpus finds
+    ``top_k * rescore_multiplier`` candidates (scalar codes compared at their buckets' values, binary
+    ones by Hamming distance), and the float query rescores them against the candidates' dequantized
+    vectors (never the raw codes, whose dimensions have different scales: the bug of
+    sentence-transformers PR #4058). Scores are then the query's dot product with the dequantized
+    vector (close to their cosine; int8/uint8) or, as in sentence-transformers, the sum of the query's components where the
+    candidate's bit is set (binary/ubinary). ``search(..., rescore=False)`` returns the first pass.
     """
 
-    def __init__(self, dim: Optional[int] = None, backend: str = "torch"):
+    def __init__(self, dim: Optional[int] = None, backend: str = "torch", precision: str = "float32",
+                 ranges=None, rescore_multiplier: int = 4):
+        from .quantization import check_precision
+
         if backend not in ("torch", "faiss"):
             raise SearchInputError(f"backend must be 'torch' or 'faiss', got {backend!r}")
+        self.precision = check_precision(precision, "precision")
+        if backend == "faiss" and precision != "float32":
+            raise SearchInputError(f"backend='faiss' holds float32 vectors; precision={precision!r} needs backend='torch'")
         if backend == "faiss":
             try:
                 import faiss  # noqa: F401
             except ImportError:
                 raise ImportError("backend='faiss' needs the faiss package (pip install faiss-cpu)") from None
         self.backend, self.dim = backend, None if dim is None else check_count("dim", dim)
+        self.rescore_multiplier = check_count("rescore_multiplier", rescore_multiplier)
+        self.ranges = None
+        if ranges is not None:
+            self._set_ranges(ranges, np.asarray(ranges).shape[-1] if self.dim is None else self.dim)
         self._vectors = []
         self._faiss = None
+
+    def _set_ranges(self, ranges, dim):
+        from .quantization import check_ranges
+
+        if self.precision not in ("int8", "uint8"):
+            raise SearchInputError(f"ranges are for precision 'int8' or 'uint8', not {self.precision!r}")
+        self.ranges = check_ranges(ranges, dim)
 
     def __len__(self):
         return sum(len(v) for v in self._vectors)
@@ -155,6 +185,13 @@ class EmbeddingIndex:
             self.dim = v.size(1)
         if v.size(1) != self.dim:
             raise SearchInputError(f"the index holds {self.dim}-dimensional vectors, got {v.size(1)}")
+        if self.precision != "float32":
+            from .quantization import calibration_ranges, quantize
+
+            if self.precision in ("int8", "uint8") and self.ranges is None:
+                self._set_ranges(calibration_ranges(v.numpy(), "the first vectors added (the calibration)"), self.dim)
+            self._vectors.append(torch.from_numpy(quantize(v.numpy(), self.precision, self.ranges)))
+            return self
         self._vectors.append(v)
         if self.backend == "faiss":
             import faiss
@@ -164,8 +201,9 @@ class EmbeddingIndex:
             self._faiss.add(v.numpy())
         return self
 
-    def search(self, query_embeddings, top_k: int = 10) -> List[List[Dict[str, float]]]:
-        """:func:`semantic_search`'s results for the vectors added so far (ids in order of addition)."""
+    def search(self, query_embeddings, top_k: int = 10, rescore: bool = True) -> List[List[Dict[str, float]]]:
+        """:func:`semantic_search`'s results for the vectors added so far (ids in order of addition);
+        for a quantized index, see the class's docstring."""
         top_k = check_count("top_k", top_k)
         if not len(self):
             raise SearchInputError("the index is empty: add() corpus vectors first")
@@ -175,4 +213,37 @@ class EmbeddingIndex:
         if self.backend == "faiss":
             scores, ids = self._faiss.search(q.numpy(), min(top_k, len(self)))
             return [[{"corpus_id": int(i), "score": float(s)} for s, i in zip(rs, ri)] for rs, ri in zip(scores, ids)]
-        return semantic_search(q, torch.cat(self._vectors), top_k)
+        if self.precision == "float32":
+            return semantic_search(q, torch.cat(self._vectors), top_k)
+        return self._quantized_search(q, top_k, rescore)
+
+    def _dequantized(self, codes: torch.Tensor) -> torch.Tensor:
+        from .quantization import dequantize
+
+        return torch.from_numpy(dequantize(codes.numpy(), self.precision, self.ranges, self.dim))
+
+    def _quantized_search(self, q: torch.Tensor, top_k: int, rescore: bool, chunk: int = 65536):
+        from .quantization import quantize
+
+        codes = torch.cat(self._vectors)
+        binary = self.precision in ("binary", "ubinary")
+        k = min(top_k * (self.rescore_multiplier if rescore else 1), len(codes))
+        # first pass: the query as the index holds it; binary: +-1 per bit, so the dot product
+        # is dim - 2 * Hamming distance
+        qq = self._dequantized(torch.from_numpy(quantize(q.numpy(), self.precision, self.ranges)))
+        qq = 2 * qq - 1 if binary else qq
+        best_s, best_i = torch.empty(len(q), 0), torch.empty(len(q), 0, dtype=torch.long)
+        for start in range(0, len(codes), chunk):
+            c = self._dequantized(codes[start:start + chunk])
+            s, i = (qq @ (2 * c - 1 if binary else c).T).topk(min(k, len(c)), dim=1)
+            best_s, order = torch.cat([best_s, s], 1).topk(min(k, best_s.size(1) + s.size(1)), dim=1)
+            best_i = torch.cat([best_i, i + start], 1).gather(1, order)
+        if not rescore:
+            return [[{"corpus_id": int(i), "score": float(s / self.dim if binary else s)} for s, i in zip(rs, ri)]
+                    for rs, ri in zip(best_s.tolist(), best_i.tolist())]
+        candidates = self._dequantized(codes[best_i.flatten()]).view(len(q), k, -1)
+        scores = torch.einsum("qd,qkd->qk", q, candidates)  # the float query against the dequantized vectors
+        scores, order = scores.topk(min(top_k, k), dim=1)
+        ids = best_i.gather(1, order)
+        return [[{"corpus_id": int(i), "score": float(s)} for s, i in zip(rs, ri)]
+                for rs, ri in zip(scores.tolist(), ids.tolist())]

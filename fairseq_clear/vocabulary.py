@@ -29,6 +29,7 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 import torch
+from .atomic_files import atomic_path, atomic_write
 from .errors import FairseqClearError
 
 RECORD = "clear_tokenizer.json"
@@ -173,7 +174,7 @@ class Tokenizer(abc.ABC):
     def hf_check(self, dictionary) -> None:
         """Raise ``ExportError`` when the export cannot write this tokenizer for ``dictionary``."""
         if not self.hf_architecture:
-            from .export.errors import ExportError
+            from .errors import ExportError
 
             raise ExportError(f"the {self.kind} tokenizer ({self.describe()}) has no Hugging Face export")
 
@@ -304,12 +305,12 @@ class SentencepieceTokenizer(Tokenizer):
     hf_architecture = "xlm-roberta"
 
     def hf_check(self, dictionary):
-        from .export.hf_tokenizers import check_sentencepiece_layout
+        from .hf_tokenizers import check_sentencepiece_layout
 
         check_sentencepiece_layout(self.sp, self.path, dictionary)
 
     def hf_tokenizer(self, dictionary, max_positions, work_dir):
-        from .export.hf_tokenizers import build_tokenizer
+        from .hf_tokenizers import build_tokenizer
 
         return build_tokenizer(self.path, max_positions)
 
@@ -400,7 +401,7 @@ class Gpt2Tokenizer(Tokenizer):
     hf_architecture = "roberta"
 
     def hf_tokenizer(self, dictionary, max_positions, work_dir):
-        from .export.hf_tokenizers import roberta_row_tokenizer
+        from .hf_tokenizers import roberta_row_tokenizer
 
         return roberta_row_tokenizer(self.hf_row_tokens(dictionary), self.files["vocab_bpe"], max_positions,
                                      work_dir)
@@ -492,7 +493,7 @@ class WordpieceTokenizer(Tokenizer):
     hf_specials = BERT_SPECIALS
 
     def hf_tokenizer(self, dictionary, max_positions, work_dir):
-        from .export.hf_tokenizers import bert_row_tokenizer
+        from .hf_tokenizers import bert_row_tokenizer
 
         return bert_row_tokenizer(self.hf_row_tokens(dictionary), self.lowercase, max_positions, work_dir)
 
@@ -505,9 +506,8 @@ def copy_to(tokenizer: Tokenizer, directory: str, dictionary_path: Optional[str]
         name = tokenizer.directory_names.get(role) or os.path.basename(path)
         target = os.path.join(directory, name)
         if os.path.abspath(path) != os.path.abspath(target):
-            tmp = target + f".tmp{os.getpid()}"
-            shutil.copyfile(path, tmp)
-            os.replace(tmp, target)
+            with atomic_path(target) as tmp:
+                shutil.copyfile(path, tmp)
         names[role] = name
     copied = from_record(directory, dict(tokenizer.record(), files=names))
     write_record(directory, copied, dictionary_path)
@@ -552,11 +552,9 @@ def read_record(directory: str) -> Optional[dict]:
 
 def write_record(directory: str, tokenizer: Tokenizer, dictionary_path: Optional[str] = None) -> str:
     path = os.path.join(directory, RECORD)
-    tmp = path + f".tmp{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as f:
+    with atomic_write(path) as f:
         json.dump(tokenizer.record(dictionary_path), f, indent=2, sort_keys=True)
         f.write("\n")
-    os.replace(tmp, path)
     return path
 
 

@@ -18,7 +18,7 @@ from fairseq.criterions import CRITERION_DATACLASS_REGISTRY, CRITERION_REGISTRY
 from fairseq.models.roberta import RobertaModel
 from fairseq.tasks import TASK_DATACLASS_REGISTRY, TASK_REGISTRY
 from fairseq.tasks.masked_lm import MaskedLMConfig
-from fairseq_clear.fairseq_fixes.scope import plugin_names
+from fairseq_clear.checkpoint_safety import plugin_names
 from fairseq_clear.models.clear_roberta import ClearRobertaModel, base_clear_architecture
 from fairseq_clear.tasks.contrastive import ContrastiveConfig
 

@@ -2,7 +2,7 @@
 binary.py, sst.py, trec.py, mrpc.py, sick.py, snli.py, probing.py and tools/classifier.py,
 tools/validation.py) on the toy data tree of tests/support/senteval_reference_data.py, and write
 their results: the reference that tests/unit/test_senteval_classifier.py holds our
-re-implementation (fairseq_clear/evaluation/senteval_classifier.py) to.
+re-implementation (fairseq_clear/evaluation/senteval/classifier.py) to.
 
     git clone https://github.com/facebookresearch/SentEval /tmp/SentEval
     python scripts/senteval_classifier_reference.py /tmp/SentEval tests/support/data/senteval_classifier_reference.json

@@ -89,7 +89,7 @@ def train_seconds(log):
 
 
 def model_args(init):
-    from fairseq_clear.evaluation.glue import model_args as args_of
+    from fairseq_clear.continued import model_args as args_of
 
     return args_of(str(init))
 
@@ -141,7 +141,7 @@ def main():
     # a small encoder of ours has 64 positions; MiniLM 512 (the seed: 128 tokens)
     positions = int(margs[margs.index("--max-positions") + 1]) if "--max-positions" in margs else 512
     tokens = str(min(128, positions))
-    from fairseq_clear.evaluation.multitask import evaluate, evaluate_cosine
+    from fairseq_clear.evaluation.multitask.scoring import evaluate, evaluate_cosine
 
     train_options = ["--user-dir", REPO / "fairseq_clear", "--cpu", "--num-workers", "0", "--optimizer", "adam",
               "--lr-scheduler", "fixed", "--batch-size", "16", "--no-epoch-checkpoints", "--log-format", "json",

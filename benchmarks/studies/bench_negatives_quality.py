@@ -146,7 +146,7 @@ def main():
             run([py, "-m", "fairseq_clear.cli.prepare_pairs", "--train", path, "--format", "simcse-csv",
                  "--data", model, "--out", bins[name]], work / f"prepare-{name}.log")
 
-    from fairseq_clear.evaluation.glue import model_args
+    from fairseq_clear.continued import model_args
 
     margs = model_args(str(init))
     updates = max(1, args.epochs * len(mined) // 64)

@@ -24,8 +24,11 @@ process, on the same threads, the model in training mode as fairseq hands it ove
   batches at the first validation, embedded once each).
 
 The first call of each (tokenisation included) is timed apart; then ``--repeats`` rounds run both
-back to back and the medians are reported. Ratio = one validation / one interval's training,
-before (plain) and after (cached). Both scores are recorded and compared, exactly and at the 2
+back to back and the medians are reported. The interval: before, every tenth of the run; after,
+the recipe's (``continued.sts_interval``: long enough for the validations to take about a tenth of
+the run, from its estimate of one validation in updates, which is recorded beside the measured
+one). Ratio = one validation / one interval's training, before (plain, the tenth) and after (cached,
+the recipe's interval); share = the validations' part of the whole run's time at each interval. Both scores are recorded and compared, exactly and at the 2
 decimals fairseq logs and compares. The validations of the timed run itself (after) are read from
 its log. Writes JSON.
 """
@@ -44,6 +47,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 import common  # noqa: E402
+from fairseq_clear.continued import sts_interval, sts_share  # noqa: E402
 
 DEFAULT_STS_DEV = common.STS_DIR / "STSBenchmark" / "sts-dev.csv"
 DEFAULT_CORPUS = common.SHARED / "corpus" / "wiki1m_for_simcse_sample" / "wiki1m_for_simcse.first11914lines.txt"
@@ -101,14 +105,18 @@ def prepare(work, corpus, lines, minilm, threads):
 
 
 def train(save, data, init, sts_dev, updates, threads):
-    """The recipe's interval and batch, the seconds of its clean updates and of the validations in the
-    run, and the checkpoint of ``updates`` recipe updates with ``--sts-validation`` at the interval, in ``save``."""
+    """The recipe's run (its --max-update, its interval and the validation cost it estimated, in
+    updates), its batch, the seconds of its clean updates and of the validations in the run, and
+    the checkpoint of ``updates`` recipe updates with ``--sts-validation`` at the interval, in ``save``."""
     # the recipe's continued-training values and interval, as examples/simcse/unsup.sh gets them
     proc = subprocess.run([sys.executable, "-m", "fairseq_clear.continued", "simcse-unsup", str(init or "-"), "--cpu",
                            "--data", str(data), "--recipe-options", " ".join(CPU_SETTINGS), "--sts-dev", str(sts_dev),
-                           "--save-dir", str(save), "--"], stdout=subprocess.PIPE, text=True, check=True,
-                          env=common.env(threads), cwd=REPO)
+                           "--save-dir", str(save), "--"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          check=True, env=common.env(threads), cwd=REPO)
     continued = proc.stdout.splitlines()
+    estimate = re.search(r"one validation takes about ([\d.e+-]+) updates' time", proc.stderr)
+    run = {"max_update": int(option(continued, "--max-update")),
+           "estimated_validation_updates": float(estimate.group(1)) if estimate else None}
     if init:  # the encoder's arch and sizes are the checkpoint's, as the recipe reads them
         model = ["--finetune-from-model", str(init)] + subprocess.run(
             [sys.executable, "-m", "fairseq_clear.cli.glue", "model-args", str(init)], stdout=subprocess.PIPE,
@@ -129,7 +137,7 @@ def train(save, data, init, sts_dev, updates, threads):
         [r["step_s"] for r in records[1:]]
     in_run = [float(m.group(1)) for m in re.finditer(r"STS-B dev \(\w+ pooling\): Spearman \S+ \(([\d.]+) s\)",
                                                      log.read_text(errors="replace"))]
-    return interval, int(option(CPU_SETTINGS, "--batch-size")), clean, in_run, save / "checkpoint_last.pt"
+    return run, interval, int(option(CPU_SETTINGS, "--batch-size")), clean, in_run, save / "checkpoint_last.pt"
 
 
 def validations(checkpoint, data, sts_dev, repeats, threads):
@@ -138,8 +146,8 @@ def validations(checkpoint, data, sts_dev, repeats, threads):
 
     import fairseq_clear  # noqa: F401
     from fairseq_clear import vocabulary
-    from fairseq_clear.evaluation.sts import spearman
-    from fairseq_clear.evaluation.sts_validation import StsValidator
+    from fairseq_clear.preprocessing.sts_readers import spearman
+    from fairseq_clear.tasks.sts_validation import StsValidator
     from fairseq_clear.models import ClearRobertaModel
     from fairseq_clear.models.inference import cosine_rows, embed_tokens
 
@@ -215,20 +223,31 @@ def main():
                   "corpus_lines": args.lines, "models": {}}
         for name in models:
             with tempfile.TemporaryDirectory() as save:  # a fresh run each time (never a resumed one)
-                interval, batch, updates, in_run, checkpoint = train(
+                run, interval, batch, updates, in_run, checkpoint = train(
                     Path(save), data, minilm if name == "minilm" else None, args.sts_dev, args.train_updates,
                     args.threads)
                 v = validations(checkpoint, data, args.sts_dev, args.repeats, args.threads)
             update_s = statistics.median(updates)
             interval_s = interval * update_s
-            row = {"interval_updates": interval, "batch_size": batch, "update_s": [round(u, 3) for u in updates],
+            # before: every tenth of the run (the rule's floor, cost 0); after: the recipe's interval
+            before = sts_interval(run["max_update"])
+            measured = v["cached"]["median_s"] / update_s  # one validation, in updates
+            row = {**run, "interval_before": before, "interval_updates": interval, "batch_size": batch,
+                   "update_s": [round(u, 3) for u in updates],
                    "update_s_median": round(update_s, 3), "interval_train_s": round(interval_s, 3), **v,
                    # the validations of the timed run (the start's first: it tokenises), as its log says
                    "in_run_validation_s": in_run,
-                   "ratio_before": round(v["plain"]["median_s"] / interval_s, 3),
+                   "measured_validation_updates": round(measured, 3),
+                   "ratio_before": round(v["plain"]["median_s"] / (before * update_s), 3),
                    "ratio_after": round(v["cached"]["median_s"] / interval_s, 3),
+                   "share_before": round(sts_share(run["max_update"], before, v["plain"]["median_s"] / update_s), 3),
+                   "share_after": round(sts_share(run["max_update"], interval, measured), 3),
                    "speedup": round(v["plain"]["median_s"] / v["cached"]["median_s"], 3)}
             result["models"][name] = row
+            print(f"{name}: --max-update {run['max_update']}: validated every {before} updates before, every "
+                  f"{interval} now (one validation estimated at {run['estimated_validation_updates']} updates, "
+                  f"measured {measured:.2f}); validations {100 * row['share_before']:.0f}% of the run's time "
+                  f"before, {100 * row['share_after']:.0f}% now")
             print(f"{name}: interval {interval} updates of {batch}: {interval_s:.2f} s of training "
                   f"(median update {update_s:.3f} s); validation {v['plain']['median_s']:.2f} s before "
                   f"(first {v['plain']['first_s']:.2f} s), {v['cached']['median_s']:.2f} s after "

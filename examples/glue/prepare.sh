@@ -59,7 +59,7 @@ for TASK in "${TASKS[@]}"; do
   DEST=$PARTIAL
   RAW="$WORK/$TASK-raw"
   rm -rf "$RAW"
-  # header and column handling, tokenisation: fairseq_clear/evaluation/glue.py
+  # header and column handling, tokenisation: fairseq_clear/evaluation/glue/finetune.py
   "$PYTHON" -m fairseq_clear.cli.glue split "$GLUE_DIR" "$TASK" "$SPM" "$RAW"
 
   DEV_SPLITS=dev; TEST_SPLITS=test

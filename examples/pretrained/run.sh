@@ -4,7 +4,8 @@
 #
 #   examples/pretrained/run.sh MODE MODEL_DIR INPUT OUT [extra fairseq-train options]
 #
-# MODE       clear | declutr | simcse-unsup | simcse-sup | clsr
+# MODE       clear | declutr | simcse-unsup | simcse-sup | clsr (the modes of fairseq_clear/paper_defaults.py's
+#            CONTINUED, which says how each prepares its corpus and which recipe it runs)
 # MODEL_DIR  a Hugging Face model directory (config.json + weights + tokenizer files:
 #            bert-base-uncased, roberta-base, distilroberta-base, xlm-roberta-base, an SBERT
 #            model such as all-MiniLM-L6-v2), imported with clear-import-hf; or a fairseq
@@ -43,8 +44,11 @@ case "$MODEL_DIR" in -*) MODEL_DIR=./$MODEL_DIR ;; esac
 case "$INPUT" in -*) INPUT=./$INPUT ;; esac
 case "$OUT" in -*) OUT=./$OUT ;; esac
 HERE=$(cd "$(dirname "$0")/.." && pwd)
-case "$MODE" in clear|declutr|simcse-unsup|simcse-sup|clsr) ;; *)
-  echo "error: MODE must be clear, declutr, simcse-unsup, simcse-sup or clsr, got '$MODE'" >&2; exit 1 ;; esac
+# the mode's corpus and recipe from the one table of the modes (paper_defaults.CONTINUED), which
+# refuses an unknown MODE with the list
+RECIPE_TEXT=$(python -m fairseq_clear.continued --recipe-of "$MODE") || exit 1
+mapfile -t RECIPE_OF < <(printf '%s' "$RECIPE_TEXT")  # its data (text, documents, lines, pairs), its recipe
+DATA_KIND=${RECIPE_OF[0]}; RECIPE=${RECIPE_OF[1]:-}
 [[ -d "$MODEL_DIR" ]] || { echo "error: model directory '$MODEL_DIR' does not exist" >&2; exit 1; }
 [[ -e "$INPUT" ]] || { echo "error: input '$INPUT' does not exist" >&2; exit 1; }
 mkdir -p "$OUT"
@@ -62,13 +66,13 @@ fi
 INIT=$MODEL/model.pt
 
 # 2. the data, encoded with the model's tokenizer and dict.txt
-case "$MODE" in
-  clear|declutr)
+case "$DATA_KIND" in
+  text|documents)
     # a file without blank lines holds no document separators: one sentence per line
     LAYOUT=()
     if [[ -f "$INPUT" ]] && ! grep -qE '^[[:space:]]*$' "$INPUT"; then
-      if [[ "$MODE" == "declutr" ]]; then
-        echo "error: declutr needs documents of at least 2·A·ℓmax tokens (256 with the CPU settings, 2,048 with the GPU ones) separated by blank lines; '$INPUT' has no blank line (for one sentence per line use clear or simcse-unsup)" >&2
+      if [[ "$DATA_KIND" == "documents" ]]; then
+        echo "error: $MODE needs documents of at least 2·A·ℓmax tokens (256 with the CPU settings, 2,048 with the GPU ones) separated by blank lines; '$INPUT' has no blank line (for one sentence per line use clear or simcse-unsup)" >&2
         exit 1
       fi
       case " ${PREPARE_ARGS:-} " in *" --input-format"*|*" --documents"*) ;; *)
@@ -79,22 +83,19 @@ case "$MODE" in
     # shellcheck disable=SC2086  # PREPARE_ARGS: more clear-prepare options, word-split
     clear-prepare "$INPUT" "$OUT/data" --tokenizer-from "$MODEL" --no-progress ${LAYOUT[@]+"${LAYOUT[@]}"} ${PREPARE_ARGS:-}
     DATA=$OUT/data/data-bin ;;
-  simcse-unsup)
+  lines)
     clear-prepare "$INPUT" "$OUT/data" --tokenizer-from "$MODEL" --input-format lines --documents lines --no-progress
     DATA=$OUT/data/data-bin ;;
-  simcse-sup|clsr)
+  pairs)
     [[ -f "$OUT/pairs/pairs.json" ]] || clear-prepare-pairs --train "$INPUT" --valid "$INPUT" --data "$MODEL" --out "$OUT/pairs"
     DATA=$OUT/pairs ;;
 esac
 
 # 3. the mode's recipe, continuing from the model
 export SAVE_DIR=$OUT/checkpoints
-case "$MODE" in
-  declutr)      "$HERE/declutr/train.sh" "$DATA" "$INIT" "$@" ;;
-  simcse-unsup) "$HERE/simcse/unsup.sh" "$DATA" "$INIT" "$@" ;;
-  simcse-sup)   "$HERE/simcse/sup.sh" "$DATA" "$INIT" "$@" ;;
-  clsr)         "$HERE/clsr/train.sh" "$DATA" "$INIT" "$@" ;;
-  clear)
+case "$RECIPE" in
+  ?*) "$HERE/$RECIPE" "$DATA" "$INIT" "$@" ;;
+  *)  # run.sh's own recipe: --task clear
     # CLEAR (000 §4.1) continued from a pre-trained encoder: MLM on s + NT-Xent between two
     # augmented views, [CLS], the 2-layer projection head, τ = 0.1 (the task's paper defaults); an
     # import keeps the pooling clear-import-hf recorded (mean for a folder with no pooling config)
@@ -112,7 +113,7 @@ case "$MODE" in
     fi
     # the continued-training values; --max-update, the schedule (warm-up over the first 10%) and the
     # log interval from the corpus's sentences and EPOCHS
-    CONT=$(python -m fairseq_clear.continued clear "$INIT" ${CPU_FLAG[@]+"${CPU_FLAG[@]}"} --warmup-ratio 0.1 \
+    CONT=$(python -m fairseq_clear.continued "$MODE" "$INIT" ${CPU_FLAG[@]+"${CPU_FLAG[@]}"} --warmup-ratio 0.1 \
       --data "$DATA" --recipe-options "${SETTINGS[*]}" ${STS_DEV:+--sts-dev "$STS_DEV"} --save-dir "$SAVE_DIR" -- "$@") || exit 1
     mapfile -t CONTINUED < <(printf '%s' "$CONT")  # one argument per line, never word-split
     mkdir -p "$SAVE_DIR"

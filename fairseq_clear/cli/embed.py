@@ -10,23 +10,29 @@ TensorBoard's embedding projector, with the input file as its metadata.
 """
 
 import argparse
+import contextlib
 import io
+import itertools
 import logging
 import os
 import sys
-import tempfile
 import time
 
 import numpy as np
 import torch
 
+from ..atomic_files import atomic_write
 from ..errors import NotUtf8Error
+from ..quantization import BINARY, PRECISIONS, SCALAR, QuantizationError, calibration_ranges, check_ranges, quantize
 from ..preprocessing.common import LoggedProgress, same_file
 from .hub_args import add_checkpoint_args, add_embedding_args, fail, load_hub, setup_logging
 from ..errors import FairseqClearError
 from . import command
 
 logger = logging.getLogger("clear-embed")
+QUANTIZED = PRECISIONS[1:]
+#: the .npy dtype of each --quantize
+NPY_DTYPE = {"int8": "|i1", "uint8": "|u1", "binary": "|i1", "ubinary": "|u1"}
 
 
 def get_parser():
@@ -45,6 +51,14 @@ def get_parser():
     io.add_argument("--normalize", action=argparse.BooleanOptionalAction, default=None,
                     help="scale every vector to unit length (default: the model's own: yes for a "
                     "sentence-transformers model with a Normalize module, recorded by clear-import-hf)")
+    io.add_argument("--quantize", choices=QUANTIZED,
+                    help="write quantized vectors (sentence-transformers' quantize_embeddings): int8/uint8 (one "
+                    "byte a dimension, ranges calibrated on the first --chunk-size sentences unless "
+                    "--quantize-ranges; written to OUTPUT.ranges.npy for searching with the same buckets) or "
+                    "binary/ubinary (the sign bits, 8 dimensions a byte) (default: float32)")
+    io.add_argument("--quantize-ranges", metavar="FILE",
+                    help="int8/uint8: a (2 x dim) .npy of per-dimension minima and maxima to quantize with, "
+                    "e.g. the OUTPUT.ranges.npy of the corpus's run (queries then share its buckets)")
     io.add_argument("--truncate-dim", type=int, default=None, metavar="D",
                     help="keep the first D dimensions of every vector (before --normalize): for a model "
                     "trained with --matryoshka-dims, one of its trained sizes (default: all)")
@@ -85,6 +99,11 @@ def _chunks(lines, size):
         yield chunk
 
 
+def ranges_path(output: str) -> str:
+    """Where --quantize int8/uint8 writes its calibration ranges: OUTPUT with .ranges.npy for .npy."""
+    return (output[:-4] if output.endswith(".npy") else output) + ".ranges.npy"
+
+
 def check_output_path(path: str, option: str) -> str:
     """The path itself (never a renamed one): refuse a directory or an unwritable place, before any work."""
     path = os.path.abspath(path)
@@ -104,60 +123,44 @@ class OutputError(FairseqClearError, ValueError):
     """An output path cannot be written; the message names the option."""
 
 
-def temp_sibling(path: str, mode: str = "w", **kwargs):
-    """(open file, its path): a new temporary file of its own in ``path``'s directory, to be renamed
-    over ``path`` once complete, so that two writers, or two runs, never share one. Its permissions
-    are those a plain ``open(path, "w")`` would give (mkstemp's are 0600)."""
-    directory, name = os.path.split(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=f"{name}.", suffix=".partial", dir=directory)
-    try:
-        umask = os.umask(0)
-        os.umask(umask)
-        os.fchmod(fd, 0o666 & ~umask)
-        return os.fdopen(fd, mode, **kwargs), tmp
-    except BaseException:
-        os.close(fd)
-        os.unlink(tmp)
-        raise
+_writers = itertools.count()  # each writer its own temporary file, even two to one path
 
 
 class NpyRowWriter:
-    """Append float32 rows to a .npy file of unknown final length, in constant memory.
+    """Append float32 (or ``dtype``) rows to a .npy file of unknown final length, in constant memory.
 
-    Rows go to a temporary sibling after a fixed-size header that is rewritten
-    with the real row count at the end; the file then replaces ``path`` in one
-    rename, so ``path`` is never a partial matrix.
+    Rows go to a temporary sibling (``atomic_write``) after a fixed-size header that is rewritten
+    with the real row count at the end; the file then replaces ``path`` in one rename, so
+    ``path`` is never a partial matrix.
     """
 
     HEADER_BYTES = 128  # room for any row count
 
-    def __init__(self, path: str, dim: int):
-        self.path, self.dim, self.rows = path, dim, 0
+    def __init__(self, path: str, dim: int, dtype: str = "<f4"):
+        self.path, self.dim, self.rows, self.dtype = path, dim, 0, dtype
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        self.f, self.tmp = temp_sibling(path, "wb")
+        self._out = atomic_write(path, "wb", tag=f"npy{next(_writers)}")
+        self.f = self._out.__enter__()
+        self.tmp = self.f.name
         self.f.write(self._header(0))
 
     def _header(self, rows):
-        text = "{'descr': '<f4', 'fortran_order': False, 'shape': (%d, %d), }" % (rows, self.dim)
+        text = "{'descr': '%s', 'fortran_order': False, 'shape': (%d, %d), }" % (self.dtype, rows, self.dim)
         body = text.ljust(self.HEADER_BYTES - 10 - 1) + "\n"
         return b"\x93NUMPY\x01\x00" + len(body).to_bytes(2, "little") + body.encode("latin1")
 
     def write(self, vectors: np.ndarray):
-        self.f.write(np.ascontiguousarray(vectors, dtype="<f4").tobytes())
+        self.f.write(np.ascontiguousarray(vectors, dtype=self.dtype).tobytes())
         self.rows += len(vectors)
 
     def close(self):
         self.f.seek(0)
         self.f.write(self._header(self.rows))
-        self.f.flush()
-        os.fsync(self.f.fileno())
-        self.f.close()
-        os.replace(self.tmp, self.path)
+        self._out.__exit__(None, None, None)  # flushed, fsync'ed, renamed over path
 
     def abort(self):
-        self.f.close()
-        if os.path.exists(self.tmp):
-            os.unlink(self.tmp)  # ours: created in __init__
+        stop = RuntimeError("aborted")
+        self._out.__exit__(RuntimeError, stop, None)  # the temporary file removed, path untouched
 
 
 def _count_lines(path):
@@ -193,6 +196,14 @@ def main(argv=None):
         tsv = check_output_path(args.tsv, "--tsv") if args.tsv else None
     except OutputError as e:
         fail(e)
+    ranges_out = None
+    if args.quantize_ranges and args.quantize not in SCALAR:
+        fail(f"--quantize-ranges is for --quantize int8 or uint8, not {args.quantize or 'float32'}")
+    if args.quantize in SCALAR and not args.quantize_ranges:
+        try:
+            ranges_out = check_output_path(ranges_path(output), "--output's ranges file")
+        except OutputError as e:
+            fail(e)
     if tsv and same_file(output, tsv):
         fail(f"--output '{output}' and --tsv '{tsv}' are the same file; give each its own path")
     for option, path in (("--output", output), ("--tsv", tsv)):
@@ -208,59 +219,71 @@ def main(argv=None):
         dim = hub.embed([""], head=args.head, truncate_dim=args.truncate_dim).shape[1]
     except ValueError as e:
         fail(f"--truncate-dim: {e}")
+    ranges = None
+    if args.quantize_ranges:
+        try:
+            ranges = check_ranges(np.load(args.quantize_ranges, allow_pickle=False), dim,
+                                  f"--quantize-ranges '{args.quantize_ranges}'")
+        except (OSError, ValueError) as e:
+            fail(e if isinstance(e, QuantizationError) else f"--quantize-ranges '{args.quantize_ranges}': "
+                 f"not a .npy array ({e})")
     trained = hub.matryoshka_dims
     if args.truncate_dim is not None and trained and args.truncate_dim not in trained:
         logger.warning("--truncate-dim %d is not one of the sizes the model was trained at (%s)",
                        args.truncate_dim, ",".join(map(str, trained)))
     total = _count_lines(args.input)
-    writer = NpyRowWriter(output, dim)
-    tsv_file = tsv_tmp = None
-    if tsv:
-        try:
-            os.makedirs(os.path.dirname(tsv), exist_ok=True)
-            tsv_file, tsv_tmp = temp_sibling(tsv, "w", encoding="utf-8")
-        except BaseException:
-            writer.abort()
-            raise
+    if args.quantize:
+        writer = NpyRowWriter(output, -(-dim // 8) if args.quantize in BINARY else dim, NPY_DTYPE[args.quantize])
+    else:
+        writer = NpyRowWriter(output, dim)
     progress = LoggedProgress(total, "embedded", unit="sentences", log=logger, interval=args.log_interval)
     start = time.time()
     empty = truncated = 0
-    try:
-        for chunk in _chunks(_lines(args.input), args.chunk_size):
-            vectors = hub.embed(chunk, pooling=args.pooling, batch_size=args.batch_size, normalize=args.normalize,
-                                show_progress=False, head=args.head, precision=args.precision,
-                                truncate_dim=args.truncate_dim)
-            truncated += hub.num_truncated
-            empty += sum(1 for s in chunk if not s.strip())
-            writer.write(vectors)
-            if tsv_file:
-                np.savetxt(tsv_file, vectors, delimiter="\t", fmt="%.6g")
-            progress.update(len(chunk))
-    except UnicodeDecodeError as e:
-        writer.abort()
-        if tsv_file:
-            tsv_file.close()
-            os.unlink(tsv_tmp)
-        fail(f"--input (standard input): {e}" if args.input == "-" else f"--input {NotUtf8Error(args.input, e)}")
-    except BaseException:
-        writer.abort()
-        if tsv_file:
-            tsv_file.close()
-            os.unlink(tsv_tmp)
-        raise
-    progress.close()
-    writer.close()
-    if tsv_file:
-        tsv_file.close()
-        os.replace(tsv_tmp, tsv)
+    with contextlib.ExitStack() as outputs:  # the TSV renamed into place at its end, removed on an error
+        try:
+            tsv_file = None
+            if tsv:
+                os.makedirs(os.path.dirname(tsv), exist_ok=True)
+                tsv_file = outputs.enter_context(atomic_write(tsv))
+            for chunk in _chunks(_lines(args.input), args.chunk_size):
+                vectors = hub.embed(chunk, pooling=args.pooling, batch_size=args.batch_size, normalize=args.normalize,
+                                    show_progress=False, head=args.head, precision=args.precision,
+                                    truncate_dim=args.truncate_dim)
+                truncated += hub.num_truncated
+                empty += sum(1 for s in chunk if not s.strip())
+                if args.quantize:
+                    if args.quantize in SCALAR and ranges is None:  # the first chunk calibrates
+                        ranges = calibration_ranges(vectors, f"the first --chunk-size ({args.chunk_size}) vectors")
+                    vectors = quantize(vectors, args.quantize, ranges)
+                writer.write(vectors)
+                if tsv_file:
+                    np.savetxt(tsv_file, vectors, delimiter="\t", fmt="%d" if args.quantize else "%.6g")
+                progress.update(len(chunk))
+        except UnicodeDecodeError as e:
+            writer.abort()
+            fail(f"--input (standard input): {e}" if args.input == "-" else f"--input {NotUtf8Error(args.input, e)}")
+        except QuantizationError as e:
+            writer.abort()
+            fail(f"--quantize {args.quantize}: {e}; pass --quantize-ranges, or a larger --chunk-size")
+        except BaseException:
+            writer.abort()
+            raise
+        progress.close()
+        if ranges_out and ranges is not None:  # before the vectors: they are useless without it
+            with atomic_write(ranges_out, "wb") as f:
+                np.save(f, ranges)
+        writer.close()
     seconds = time.time() - start
     logger.info("%d sentences from %s (%d empty, embedded as <s></s>)", writer.rows, args.input, empty)
     logger.info(
         "embedded %d sentences in %.1f s (%.0f sentences/s; %s pooling, head %s, %s; %d truncated to %d positions)",
         writer.rows, seconds, writer.rows / max(seconds, 1e-9), args.pooling or hub.default_pooling, args.head,
-        args.precision, truncated, hub.model.max_positions(),
+        args.precision, truncated, hub.max_length,
     )
     logger.info("wrote %s (%d, %d)", output, writer.rows, writer.dim)
+    if ranges_out and ranges is not None:
+        logger.info("wrote %s: the %s ranges (pass it as --quantize-ranges to quantize queries alike)",
+                    ranges_out, args.quantize)
     if tsv:
         logger.info("wrote %s", tsv)
 

@@ -4,7 +4,7 @@ Overall) for checkpoints of ``--task multitask``, one row each and an ensemble r
     clear-eval-multitask CKPT [CKPT ...] --data DATA [--split valid] [--ensemble per-task] [--json OUT]
     clear-eval-multitask CKPT [CKPT ...] --data DATA --pair-tasks cosine   (seed 004 Table 1, §4.3)
 
-The scoring lives in :mod:`fairseq_clear.evaluation.multitask`; this is its console script
+The scoring lives in :mod:`fairseq_clear.evaluation.multitask.scoring`; this is its console script
 (``python -m fairseq_clear.cli.eval_multitask`` without an install).
 """
 
@@ -12,9 +12,10 @@ import argparse
 import logging
 import sys
 
-from ..evaluation.multitask import (BASELINES, ENSEMBLES, PAIR_MODES, THRESHOLD_ROWS, evaluate, evaluate_cosine,
+from ..evaluation.multitask.scoring import (BASELINES, ENSEMBLES, PAIR_MODES, THRESHOLD_ROWS, evaluate, evaluate_cosine,
                                     format_table, write_json)
 from . import command
+from .eval_common import check_json_output
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -55,6 +56,9 @@ def main(argv=None):
     logging.basicConfig(format="%(asctime)s | %(levelname)s | %(name)s | %(message)s",
                         level=logging.WARNING, stream=sys.stderr)
     args = build_parser().parse_args(argv)
+    if args.json:  # before the models load and score: a place it cannot be written fails now
+        for checkpoint in args.checkpoints:
+            args.json = check_json_output(args.json, "--json", checkpoint)
     if args.baseline or args.pair_tasks == "cosine":
         result = evaluate_cosine(args.checkpoints, args.data, args.split, args.threshold_split, args.threshold_rows,
                                  args.batch_size, args.device)

@@ -5,7 +5,7 @@
 
 A classifier (SentEval's logistic regression, or its MLP with ``--nhid``) is trained on the
 frozen sentence vectors of each task, as SentEval's own code does it
-(fairseq_clear/evaluation/senteval_classifier.py); SICK-R and STS-B through SentEval's
+(fairseq_clear/evaluation/senteval/classifier.py); SICK-R and STS-B through SentEval's
 regressor. Prints DeCLUTR's score per task (test accuracy x100; MRPC: mean of accuracy and F1;
 SICK-R, STS-B, STS12-16: Spearman x100), its downstream and probing averages and their mean
 (each labelled with the DeCLUTR tasks it lacks, when it lacks some), and writes them as JSON
@@ -22,15 +22,15 @@ import os
 import sys
 
 from . import command
-from .eval_sts import POOLING_LABELS, _jsonable, check_json_output, row_names, write_json
+from .eval_common import POOLING_LABELS, check_json_output, jsonable, row_names, write_json
 from .hub_args import add_checkpoint_args, add_embedding_args, fail, load_hub, setup_logging
 
 logger = logging.getLogger("clear-eval-senteval")
 
 
 def get_parser():
-    from ..evaluation.senteval_classifier import CONFIGS
-    from ..evaluation.senteval_data import GROUPS, TASKS
+    from ..evaluation.senteval.classifier import CONFIGS
+    from ..evaluation.senteval.data import GROUPS, TASKS
 
     parser = argparse.ArgumentParser(
         prog="clear-eval-senteval",
@@ -110,8 +110,8 @@ def get_parser():
 def check_args(args):
     """Refuse bad options before any model is loaded; returns (classifier config, tasks, output path)."""
     from ..errors import FairseqClearError
-    from ..evaluation.senteval_classifier import make_config
-    from ..evaluation.senteval_data import resolve_tasks
+    from ..evaluation.senteval.classifier import make_config
+    from ..evaluation.senteval.data import resolve_tasks
     from ..models.pooling import POOLING_CHOICES
 
     if not args.checkpoint and not args.model:
@@ -161,7 +161,7 @@ def check_args(args):
 
 def load_tasks(args, names):
     """{task: TaskData} for the chosen tasks; with --tasks all (the default), those whose data is found."""
-    from ..evaluation.senteval_data import find_task, load_task, subsample
+    from ..evaluation.senteval.data import find_task, load_task, subsample
 
     explicit = args.tasks.strip().lower() != "all"
     out = {}
@@ -211,7 +211,7 @@ def checkpoint_fingerprint(args, hub) -> str:
 
 def build_encoders(args, hub):
     """({model: encoder}, {model: cache fingerprint}, {model: its labels, where we choose them})."""
-    from ..evaluation.sts_eval import as_encoder, hub_encoder
+    from ..evaluation.sts.scoring import as_encoder, hub_encoder
 
     poolings = [p.strip() for p in args.poolings.split(",") if p.strip()]
     encoders, prints, labels = {}, {}, {}
@@ -240,7 +240,7 @@ def _average_label(group: str, covered: dict) -> str:
 
 
 def format_table(report) -> str:
-    from ..evaluation.senteval_data import DOWNSTREAM, PROBING
+    from ..evaluation.senteval.data import DOWNSTREAM, PROBING
 
     rows = [(f"{model}-{POOLING_LABELS.get(label, label)}", res)
             for model, labels in report["models"].items() for label, res in labels.items()]
@@ -302,8 +302,8 @@ def format_table(report) -> str:
 def main(argv=None):
     setup_logging()
     args = get_parser().parse_args(argv)
-    from ..evaluation.senteval_data import TASKS
-    from ..evaluation.senteval_transfer import VectorCache, coverage, evaluate_transfer
+    from ..evaluation.senteval.data import TASKS
+    from ..evaluation.senteval.transfer import VectorCache, coverage, evaluate_transfer
 
     cfg, names, output = check_args(args)
     tasks = load_tasks(args, names)
@@ -339,7 +339,7 @@ def main(argv=None):
         "models": results,
     }
     print(format_table(report))
-    write_json(output, _jsonable(report))
+    write_json(output, jsonable(report))
     print(f"\nwritten {output}")
 
 

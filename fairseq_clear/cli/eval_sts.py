@@ -14,19 +14,18 @@ their subsets, STS-B and SICK-R through SentEval's supervised regressor.
 """
 
 import argparse
-import json
 import logging
 import math
 import os
 import sys
 
 
+from .eval_common import check_json_output, jsonable, pooling_label, row_names, write_json
 from .hub_args import add_checkpoint_args, add_embedding_args, fail, load_hub, setup_logging
 from . import command
 
 logger = logging.getLogger("clear-eval-sts")
 
-POOLING_LABELS = {"cls": "[CLS]", "mean": "mean"}
 AGGREGATION_NOTE = (
     'STS12-STS16: SentEval "all" aggregation, as SimCSE reports it: one Spearman over the '
     "pairs of all of a year's subsets pooled together (not the mean of the subsets). "
@@ -41,7 +40,7 @@ SENTEVAL_NOTE = (
 
 
 def get_parser():
-    from ..evaluation.sts import ALL_TASKS
+    from ..preprocessing.sts_readers import ALL_TASKS
 
     parser = argparse.ArgumentParser(
         prog="clear-eval-sts",
@@ -116,7 +115,7 @@ def get_parser():
 
 def evaluate(hub, args):
     """Results dict (see the JSON) for the options in ``args``: the checkpoint, then each --model."""
-    from ..evaluation.sts_eval import as_encoder, hub_encoder, load_sts, score
+    from ..evaluation.sts.scoring import as_encoder, hub_encoder, load_sts, score
 
     tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
     poolings = [p.strip() for p in args.poolings.split(",") if p.strip()]
@@ -179,26 +178,6 @@ def truncate_sizes(text, hub, head):
     return sorted({d for d in sizes if d < full}, reverse=True)
 
 
-def row_names(args):
-    """The rows' names, --checkpoint's (when given: --name, else its file name without .pt) then each
-    --model's: unique, never one row over another (two exports both named 'export': a/export, b/export)."""
-    from ..evaluation.row_names import unique_names
-
-    paths = ([os.path.splitext(args.checkpoint)[0]] if args.checkpoint else []) + list(args.model or [])
-    return unique_names(paths, given=[args.name] if args.checkpoint else [])
-
-
-def _jsonable(x):
-    # NaN (a constant similarity) or Inf is not a score, nor JSON: write null
-    if isinstance(x, dict):
-        return {k: _jsonable(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_jsonable(v) for v in x]
-    if isinstance(x, float) and not math.isfinite(x):
-        return None
-    return x
-
-
 def _invalid(x) -> bool:
     return x is None or (isinstance(x, float) and not math.isfinite(x))
 
@@ -207,14 +186,8 @@ def _fmt(x, spec="5.1f"):
     return "n/a".rjust(len(format(0.0, spec))) if _invalid(x) else format(x, spec)
 
 
-def _label(pooling: str) -> str:
-    """[CLS], mean, and a truncated size as [CLS]@64."""
-    base, _, size = pooling.partition("@")
-    return POOLING_LABELS.get(base, base) + (f"@{size}" if size else "")
-
-
 def format_table(report, name) -> str:
-    from ..evaluation.sts import TABLE2_TASKS
+    from ..preprocessing.sts_readers import TABLE2_TASKS
 
     first = next(iter(report["results"].values()))["table"]
     columns = [t for t in TABLE2_TASKS if t in first] + ["Avg"]
@@ -228,7 +201,7 @@ def format_table(report, name) -> str:
         "",
         "Method".ljust(label_width) + "".join(c.rjust(8) for c in columns),
     ]
-    rows = [(f"{model}-{_label(pooling)}", res)
+    rows = [(f"{model}-{pooling_label(pooling)}", res)
             for model, results in report["models"].items() for pooling, res in results.items()]
     label_width = max([label_width] + [len(label) + 2 for label, _ in rows])
     lines[3] = "Method".ljust(label_width) + "".join(c.rjust(8) for c in columns)
@@ -248,7 +221,7 @@ def format_table(report, name) -> str:
         ]
         for pooling, d in diag:
             lines.append(
-                f"  {_label(pooling):6s} alignment {_fmt(d['alignment'], '.4f')}   "
+                f"  {pooling_label(pooling):6s} alignment {_fmt(d['alignment'], '.4f')}   "
                 f"uniformity {_fmt(d['uniformity'], '.4f')}"
             )
     return "\n".join(lines)
@@ -256,7 +229,7 @@ def format_table(report, name) -> str:
 
 def check_args(args):
     """Refuse bad options right after parsing, before any model is loaded; returns the output path."""
-    from ..evaluation.sts import ALL_TASKS
+    from ..preprocessing.sts_readers import ALL_TASKS
     from ..models.pooling import POOLING_CHOICES
 
     if not args.checkpoint and not args.model:
@@ -283,38 +256,11 @@ def check_args(args):
     return check_json_output(output, option, args.checkpoint)
 
 
-def check_json_output(path, option, checkpoint=None):
-    """``path`` made absolute, if the JSON can be written there: in an existing, writable directory,
-    not a directory itself, not the checkpoint."""
-    from ..preprocessing.common import same_file
-    from .embed import OutputError, check_output_path
-
-    try:
-        path = check_output_path(path, option)
-    except OutputError as e:
-        fail(e)
-    directory = os.path.dirname(path)
-    if not os.path.isdir(directory):
-        fail(f"{option} '{path}': directory '{directory}' does not exist")
-    if checkpoint and os.path.exists(checkpoint) and same_file(path, checkpoint):
-        fail(f"{option} '{path}' is the same file as --checkpoint '{checkpoint}'; it would overwrite the checkpoint")
-    return path
-
-
-def write_json(path, data):
-    """Write ``data`` as JSON to ``path`` atomically: a temporary sibling, then one rename."""
-    from ..preprocessing.common import atomic_write
-
-    with atomic_write(path) as f:
-        json.dump(data, f, indent=2, allow_nan=False)
-        f.write("\n")
-
-
 @command
 def main(argv=None):
     setup_logging()
     args = get_parser().parse_args(argv)
-    from ..evaluation.sts import STSFormatError
+    from ..preprocessing.sts_readers import STSFormatError
 
     output = check_args(args)
     hub = load_hub(args) if args.checkpoint else None
@@ -326,7 +272,7 @@ def main(argv=None):
     except (STSFormatError, FileNotFoundError, ValueError) as e:
         fail(e)
     print(format_table(report, row_names(args)[0]))  # the first row: --checkpoint's, else the first --model's
-    write_json(output, _jsonable(report))
+    write_json(output, jsonable(report))
     print(f"\nwritten {output}")
 
 

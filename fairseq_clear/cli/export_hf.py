@@ -12,6 +12,7 @@ import os
 
 from ..export.hf import CHECK_SENTENCES, ExportError, export
 from ..export.model_card import read_sts_table
+from ..export.onnx import check_available as check_onnx_available
 from ..export.output_dir import OutputDirError, check_output_dir
 from .hub_args import add_checkpoint_args, fail, load_hub, setup_logging
 from . import command, positive_float
@@ -51,6 +52,11 @@ def get_parser():
         "--sts-results", metavar="FILE",
         help="clear-eval-sts --json output for this checkpoint: its table (for the export's pooling) "
         "goes into the model card")
+    parser.add_argument(
+        "--onnx", action="store_true",
+        help="also write sentence-transformers' ONNX layout: onnx/model.onnx (fp32; outputs last_hidden_state and "
+        "sentence_embedding) and onnx/model_qint8_avx512_vnni.onnx (onnxruntime's dynamic int8), the fp32 one "
+        "checked against the hub too; needs the onnx extra (pip install 'fairseq-clear[onnx]')")
     parser.add_argument("--check-sentences", metavar="FILE", help="sentences (one per line) for the verification (default: a built-in few)")
     parser.add_argument("--tolerance", type=positive_float, default=1e-4,
                         help="largest allowed |difference| to the hub's embed(), finite and > 0 (default: 1e-4)")
@@ -65,7 +71,9 @@ def main(argv=None):
     args.cpu = True  # export and verify in fp32 on CPU
     try:
         check_output_dir(args.out, overwrite=args.overwrite)  # before any work
-    except OutputDirError as e:
+        if args.onnx:
+            check_onnx_available()
+    except (OutputDirError, ExportError) as e:
         fail(e)
     sts_table = None
     if args.sts_results:
@@ -80,11 +88,13 @@ def main(argv=None):
             sentences = [line.rstrip("\n") for line in f]
     try:
         export(hub, args.out, args.pooling, args.head, args.normalize, args.with_lm_head,
-               overwrite=args.overwrite, check_sentences=sentences, tolerance=args.tolerance, sts_table=sts_table)
+               overwrite=args.overwrite, check_sentences=sentences, tolerance=args.tolerance, sts_table=sts_table,
+               onnx=args.onnx)
     except (ExportError, OutputDirError) as e:
         fail(e)
     print(f"exported to {args.out}; SentenceTransformer('{args.out}').encode() matches the hub "
-          f"within {args.tolerance:g} on {len(sentences)} sentences")
+          f"within {args.tolerance:g} on {len(sentences)} sentences"
+          + ("; so does onnx/model.onnx's sentence_embedding under onnxruntime" if args.onnx else ""))
 
 
 if __name__ == "__main__":

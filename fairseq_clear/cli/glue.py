@@ -2,24 +2,19 @@
 
     clear-glue split GLUE_DIR TASK TOKENIZER OUT       # or python -m fairseq_clear.cli.glue ...
 
-The GLUE data, settings and metric code live in :mod:`fairseq_clear.evaluation.glue`; this is
-its console script.
+The GLUE files are read by :mod:`fairseq_clear.preprocessing.glue_data`, the split, settings and
+metrics live in :mod:`fairseq_clear.evaluation.glue.finetune` and model-args (the recipes' too) in
+:mod:`fairseq_clear.continued`; this is their console script.
 """
 
 import argparse
 import sys
 
-from ..evaluation.glue import (
-    TASKS,
-    GlueDataError,
-    copy_tokenizer,
-    model_args,
-    publish,
-    settings,
-    split_task,
-    summarize,
-)
-from ..preprocessing.common import check_outputs, write_json
+from ..continued import ModelArgsError, model_args
+from ..evaluation.glue.finetune import copy_tokenizer, publish, settings, split_task, summarize
+from ..preprocessing.glue_data import TASKS, GlueDataError
+from ..atomic_files import write_json
+from ..preprocessing.common import check_outputs
 from . import command
 
 
@@ -85,7 +80,7 @@ def main(argv=None):
                   f"(epoch {best['epoch']}, update {best['num_updates']})")
             if args.json:
                 write_json(args.json, summary)
-    except GlueDataError as e:
+    except (GlueDataError, ModelArgsError) as e:
         sys.exit(f"error: {e}")
 
 

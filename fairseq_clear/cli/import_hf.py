@@ -24,7 +24,8 @@ def get_parser():
     p.add_argument("--overwrite", action="store_true",
                    help="replace the files a previous import wrote into out_dir (and nothing else)")
     p.add_argument("--tolerance", type=positive_float, default=1e-4,
-                   help="largest allowed difference to transformers' last hidden states (default: 1e-4)")
+                   help="largest allowed difference to transformers' last hidden states and to "
+                   "sentence-transformers' encode() of MODEL_DIR (default: 1e-4)")
     return p
 
 
@@ -40,7 +41,8 @@ def main(argv=None):
     except (ImportHfError, OutputDirError, TokenizerError) as e:
         fail(e)
     checked = ("not verified (transformers is not installed)" if summary["max_difference"] is None
-               else f"last hidden states within {summary['max_difference']:.1e} of transformers'")
+               else f"within {summary['max_difference']:.1e} of transformers' last hidden states and "
+               "sentence-transformers' encode()")
     print(f"imported {summary['model_type']} ({summary['tokenizer']} tokenizer, {summary['rows']} dictionary "
           f"rows, LM head: {'yes' if summary['lm_head'] else 'fresh'}) to {args.out_dir}; {checked}")
     from ..export.from_hf import describe

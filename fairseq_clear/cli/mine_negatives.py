@@ -16,7 +16,8 @@ import sys
 
 from ..errors import NotUtf8Error
 from ..mining import MiningError, MiningRules, mine, plot, summary, write_rows
-from ..preprocessing.common import PrepareError, check_outputs, disk_full_reported, not_writable, write_json
+from ..atomic_files import write_json
+from ..preprocessing.common import PrepareError, check_outputs, disk_full_reported, not_writable
 from ..preprocessing.pairs import FORMATS, assemble, read_split
 from . import command
 from .hub_args import add_checkpoint_args, add_embedding_args, load_hub, setup_logging

@@ -9,7 +9,8 @@ import argparse
 
 from ..evaluation.row_names import unique_names
 from ..evaluation.training_log import TrainingLogError, curves, plot_curves, read_log
-from ..preprocessing.common import check_outputs, disk_full_reported, write_json
+from ..atomic_files import write_json
+from ..preprocessing.common import check_outputs, disk_full_reported
 from .hub_args import fail
 from . import command
 

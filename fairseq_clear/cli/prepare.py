@@ -17,9 +17,10 @@ def main(argv: Optional[Sequence[str]] = None):
     parser = argparse.ArgumentParser(
         prog="clear-prepare",
         usage="%(prog)s RAW... OUT_DIR [options]",
-        description="Raw text → sentences → sentencepiece → fairseq-preprocess: a data directory "
-        "for fairseq-train --user-dir fairseq_clear --task clear. Resumable: re-running skips "
-        "the steps whose outputs are complete. See docs/data.md.",
+        description="Raw text → sentences → sentencepiece → fairseq's .bin/.idx (what fairseq-preprocess "
+        "writes): a data directory for fairseq-train --user-dir fairseq_clear --task clear; or the vocabulary "
+        "once (--only-vocab) and shards of a large corpus on many machines (--shards). Resumable: re-running "
+        "skips the steps whose outputs are complete. See docs/data.md.",
     )
     add_args(parser)
     args = parser.parse_args(argv)

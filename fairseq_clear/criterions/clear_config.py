@@ -11,12 +11,14 @@ from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 from omegaconf import II
 
 from ..errors import FairseqClearError
+from ..losses import matryoshka  # noqa: F401  (the options of the loss, parsed beside it)
 
 logger = logging.getLogger(__name__)
 
 LOSS_FORMS = ChoiceEnum(["paper", "nt-xent", "simcse"])
 GATHER_CHOICES = ChoiceEnum(["auto", "on", "off"])
 MARGIN_STRATEGIES = ChoiceEnum(["absolute", "relative"])
+HARDNESS_CHOICES = ChoiceEnum(["off", "in_batch_negatives", "hard_negatives", "all_negatives"])
 
 
 class ClearCriterionError(FairseqClearError, ValueError):
@@ -124,6 +126,40 @@ class ClearCriterionConfig(FairseqDataclass):
         default="absolute",
         metadata={"help": "GISTEmbedLoss's margin_strategy (sentence-transformers: absolute)"},
     )
+    no_guide_filter: bool = field(
+        default=False,
+        metadata={"help": "with --guide-model: no GISTEmbed false-negative filter (above), the guide only teaches "
+                  "(--distill-weight)"},
+    )
+    distill_weight: float = field(
+        default=0.0,
+        metadata={
+            "help": "distillation from --guide-model: weight of Σ KL(softmax(guide sims/τ_t) ‖ softmax(student "
+            "sims/τ_s)) over each anchor's in-batch candidates (and --queue-size's rows), itself and its positive "
+            "left out (RankCSE's ListNet term, its gamma: 1; ConGen's KL), added to λ·L_CL as a mean over the "
+            "anchors; the student must share the guide's dictionary; 0 = off",
+            "bounds": (0.0, 1000.0),
+        },
+    )
+    distill_mse_weight: float = field(
+        default=0.0,
+        metadata={
+            "help": "embedding-level distillation from --guide-model: weight of the mean squared error between each "
+            "anchor's contrastive vector and the guide's vector of the same view (DistilCSE; sentence-transformers' "
+            "MSELoss), a mean over the anchors like L_CL; the sizes must match (no projection is trained); 0 = off",
+            "bounds": (0.0, 1000.0),
+        },
+    )
+    distill_temperature: float = field(
+        default=0.05,
+        metadata={"help": "τ_s of --distill-weight's student similarities (RankCSE: tau2 = 0.05)",
+                  "bounds": (1e-4, 100.0)},
+    )
+    distill_teacher_temperature: float = field(
+        default=0.025,
+        metadata={"help": "τ_t of --distill-weight's guide similarities (RankCSE: tau2 / 2 = 0.025)",
+                  "bounds": (1e-4, 100.0)},
+    )
     matryoshka_dims: str = field(
         default="",
         metadata={
@@ -136,6 +172,54 @@ class ClearCriterionConfig(FairseqDataclass):
     matryoshka_weights: str = field(
         default="",
         metadata={"help": "one weight per --matryoshka-dims size (sentence-transformers: 1 each); '' = 1 each"},
+    )
+    hardness_mode: HARDNESS_CHOICES = field(
+        default="off",
+        metadata={
+            "help": "hardness-weighted negatives (sentence-transformers' MultipleNegativesRankingLoss "
+            "hardness_mode, Lan et al. 2025 eq. 5): add --hardness-strength x stopgrad(cosine) to the logits of "
+            "in_batch_negatives (other pairs' candidates; with nt-xent every other view), hard_negatives (the "
+            "anchor's own hard negative: --loss-form simcse with --hard-negatives) or all_negatives (both); "
+            "off (sentence-transformers: None)"
+        },
+    )
+    hardness_strength: float = field(
+        default=0.0,
+        metadata={
+            "help": "α of --hardness-mode (sentence-transformers: 0.0; Lan et al. 2025 use 9 for "
+            "in_batch_negatives, EmbeddingGemma 5 for hard_negatives); > 0 with a mode, 0 without",
+            "bounds": (0.0, 100.0),
+        },
+    )
+    queue_size: int = field(
+        default=0,
+        metadata={
+            "help": "ESimCSE's momentum contrast (Wu et al. 2022, §3.2): a FIFO queue of this many vectors of past "
+            "batches' positives, encoded by a momentum encoder (an average of the model, --queue-momentum), as extra "
+            "negatives of every anchor (all ranks' pushed; --mask-duplicates applies to them); the queue and the "
+            "momentum encoder are saved in the checkpoints. ESimCSE: 2.5 x the batch size; 0 = off",
+            "bounds": (0, 1_000_000),
+        },
+    )
+    queue_momentum: float = field(
+        default=0.995,
+        metadata={"help": "m of --queue-size's momentum encoder, θ_m <- m·θ_m + (1 - m)·θ once per update "
+                  "(ESimCSE: 0.995)", "bounds": (0.0, 1.0)},
+    )
+    sentence_mlm_weight: float = field(
+        default=0.0,
+        metadata={
+            "help": "InfoCSE's sentence-conditioned MLM (Wu et al. 2022): weight of the mean cross-entropy of the "
+            "anchor views' masked tokens predicted by the model's decoder (--sentence-mlm-layers) from the view's "
+            "sentence vector, beside L_MLM (--mlm off: instead of it) and λ·L_CL (InfoCSE's released BERT-base "
+            "script: 1e-5); needs --sentence-mlm-layers; 0 = off",
+            "bounds": (0.0, 1000.0),
+        },
+    )
+    sentence_mlm_prob: float = field(
+        default=0.4,
+        metadata={"help": "share of each anchor view's tokens (not <s>, </s>, [DEL]) replaced by <mask> for "
+                  "--sentence-mlm-weight (InfoCSE: 0.4)", "bounds": (0.0, 1.0)},
     )
     world_size: int = II("distributed_training.distributed_world_size")
     ddp_backend: str = II("distributed_training.ddp_backend")
@@ -159,35 +243,6 @@ def runtime_world_size(configured: int) -> int:
     return configured
 
 
-def _numbers(text: str, kind, flag: str) -> list:
-    try:
-        return [kind(x) for x in str(text or "").replace(" ", "").split(",") if x]
-    except ValueError:
-        raise ClearCriterionError(f"{flag} must be comma-separated numbers, got {text!r}") from None
-
-
-def matryoshka(cfg):
-    """(dims, weights) of --matryoshka-dims/--matryoshka-weights, largest first; (None, None) when off."""
-    dims = _numbers(cfg.matryoshka_dims, int, "--matryoshka-dims")
-    weights = _numbers(cfg.matryoshka_weights, float, "--matryoshka-weights")
-    if not dims:
-        if weights:
-            raise ClearCriterionError("--matryoshka-weights needs --matryoshka-dims")
-        return None, None
-    if min(dims) < 1 or len(set(dims)) != len(dims):
-        raise ClearCriterionError(f"--matryoshka-dims must be distinct sizes >= 1, got {cfg.matryoshka_dims!r}")
-    if not weights:
-        weights = [1.0] * len(dims)
-    if len(weights) != len(dims):
-        raise ClearCriterionError(f"--matryoshka-weights gives {len(weights)} weights for {len(dims)} "
-                                  f"--matryoshka-dims sizes")
-    if not all(0 <= w < math.inf for w in weights) or not any(w > 0 for w in weights):
-        raise ClearCriterionError(f"--matryoshka-weights must be finite, >= 0 and not all 0, got "
-                                  f"{cfg.matryoshka_weights!r}")
-    order = sorted(range(len(dims)), key=lambda i: -dims[i])
-    return [dims[i] for i in order], [weights[i] for i in order]
-
-
 def matryoshka_sizes(cfg, task):
     """:func:`matryoshka`, checked against the size of the vectors the loss compares
     (``task.contrastive_dim``, set where the task builds the model)."""
@@ -202,6 +257,46 @@ def matryoshka_sizes(cfg, task):
                        "representation that embed() returns by default (head='projection' gives the trained "
                        "vectors); for nested representations train with --projection-layers 0")
     return dims, weights
+
+
+def check_hardness(cfg, task) -> None:
+    """--hardness-mode/--hardness-strength: refused where the weighting would change nothing (a mode
+    with α = 0, α without a mode, hard_negatives without hard negatives), which sentence-transformers
+    only warns about or ignores."""
+    mode, strength = str(cfg.hardness_mode), cfg.hardness_strength
+    if not 0.0 <= strength <= 100.0:  # written so that nan fails too
+        raise ClearCriterionError(f"--hardness-strength must be in 0..100, got {strength}")
+    if mode == "off":
+        if strength > 0:
+            raise ClearCriterionError(f"--hardness-strength {strength} needs a --hardness-mode (e.g. "
+                                      "in_batch_negatives); it is off")
+        return
+    if strength == 0:
+        raise ClearCriterionError(f"--hardness-mode {mode} needs --hardness-strength > 0 (Lan et al. 2025: 9 for "
+                                  "in_batch_negatives; EmbeddingGemma: 5 for hard_negatives)")
+    if mode == "hard_negatives" and not (cfg.loss_form == "simcse" and getattr(task, "uses_hard_negatives", False)):
+        raise ClearCriterionError("--hardness-mode hard_negatives weighs the anchors' own hard negatives, which only "
+                                  "--loss-form simcse with a hard-negative column (--hard-negatives) has; use "
+                                  "in_batch_negatives")
+
+
+def check_distillation(cfg) -> None:
+    """--distill-weight and its temperatures (nan fails: the comparisons are written to)."""
+    for flag, value, low, high in (("--distill-weight", cfg.distill_weight, 0.0, 1000.0),
+                                   ("--distill-mse-weight", cfg.distill_mse_weight, 0.0, 1000.0),
+                                   ("--distill-temperature", cfg.distill_temperature, 1e-4, 100.0),
+                                   ("--distill-teacher-temperature", cfg.distill_teacher_temperature, 1e-4, 100.0)):
+        if not low <= value <= high:
+            raise ClearCriterionError(f"{flag} must be in {low:g}..{high:g}, got {value}")
+    for flag, weight in (("--distill-weight", cfg.distill_weight), ("--distill-mse-weight", cfg.distill_mse_weight)):
+        if weight > 0 and not cfg.guide_model:
+            raise ClearCriterionError(f"{flag} distils --guide-model, but no --guide-model was given")
+        if weight > 0 and cfg.cl_weight == 0:
+            raise ClearCriterionError(f"{flag} compares the contrastive views' vectors, which --cl-weight 0 does "
+                                      "not encode")
+    if cfg.no_guide_filter and cfg.distill_weight == 0 and cfg.distill_mse_weight == 0:
+        raise ClearCriterionError("--no-guide-filter leaves --guide-model nothing to do without --distill-weight "
+                                  "or --distill-mse-weight")
 
 
 def check_config(cfg, task, world_size: int) -> None:
@@ -233,13 +328,26 @@ def check_config(cfg, task, world_size: int) -> None:
         if value < 0:
             raise ValueError(f"{flag} must be >= 0, got {value}")
     ddp_backend = str(getattr(cfg, "ddp_backend", "pytorch_ddp"))
-    for flag, value in (("--contrastive-chunk-size", cfg.contrastive_chunk_size),
-                        ("--mlm-chunk-size", cfg.mlm_chunk_size),
-                        ("--accumulate-contrastive", cfg.accumulate_contrastive)):
+    reencoding = "the re-encoding backward makes parameters ready more than once, which torch's DDP refuses"
+    for flag, value, why in (("--contrastive-chunk-size", cfg.contrastive_chunk_size, reencoding),
+                             ("--mlm-chunk-size", cfg.mlm_chunk_size, reencoding),
+                             ("--accumulate-contrastive", cfg.accumulate_contrastive, reencoding),
+                             ("--queue-size", cfg.queue_size, "fairseq wraps a criterion that holds state in "
+                              "torch's DDP, which refuses a module with nothing to train")):
         if value > 0 and world_size > 1 and ddp_backend not in ("legacy_ddp", "no_c10d"):
-            raise ValueError(f"{flag} with several ranks needs --ddp-backend legacy_ddp: the re-encoding "
-                             "backward makes parameters ready more than once, which torch's DDP refuses")
+            raise ValueError(f"{flag} with several ranks needs --ddp-backend legacy_ddp: {why}")
     matryoshka(cfg)
+    check_hardness(cfg, task)
+    check_distillation(cfg)
+    if not 0 <= cfg.queue_size <= 1_000_000 or not 0.0 <= cfg.queue_momentum < 1.0:  # nan fails too
+        raise ClearCriterionError(f"--queue-size must be in 0..1000000 and --queue-momentum in [0, 1), got "
+                                  f"{cfg.queue_size} and {cfg.queue_momentum}")
+    if not (0.0 <= cfg.sentence_mlm_weight <= 1000.0 and 0.0 < cfg.sentence_mlm_prob <= 1.0):  # nan fails too
+        raise ClearCriterionError(f"--sentence-mlm-weight must be in 0..1000 and --sentence-mlm-prob in (0, 1], got "
+                                  f"{cfg.sentence_mlm_weight} and {cfg.sentence_mlm_prob}")
+    if cfg.sentence_mlm_weight > 0 and cfg.cl_weight == 0:
+        raise ClearCriterionError("--sentence-mlm-weight predicts the contrastive views' tokens, which --cl-weight 0 "
+                                  "does not read")
     if not math.isfinite(cfg.guide_margin):
         raise ClearCriterionError(f"--guide-margin must be finite, got {cfg.guide_margin}")
     if getattr(task, "uses_hard_negatives", False) and cfg.loss_form != "simcse":

@@ -2,12 +2,13 @@ import logging
 
 import numpy as np
 import torch
-from fairseq.data import BaseWrapperDataset
+
+from .own_items_dataset import RegroupingDataset
 
 logger = logging.getLogger(__name__)
 
 
-class DocumentDataset(BaseWrapperDataset):
+class DocumentDataset(RegroupingDataset):
     """Documents of a binarized split: runs of non-empty lines between empty lines.
 
     fairseq-preprocess stores each line as ``body </s>`` and an empty line
@@ -51,26 +52,6 @@ class DocumentDataset(BaseWrapperDataset):
             100.0 * self.num_skipped_tokens / total,
         )
 
-    def __len__(self):
-        return len(self._sizes)
-
     def __getitem__(self, index):
         lines = range(int(self.line_starts[index]), int(self.line_ends[index]))
         return torch.cat([self.dataset[j][:-1] for j in lines])
-
-    @property
-    def sizes(self):
-        return self._sizes
-
-    def size(self, index):
-        return int(self._sizes[index])
-
-    def num_tokens(self, index):
-        return int(self._sizes[index])
-
-    def ordered_indices(self):
-        return np.arange(len(self), dtype=np.int64)
-
-    @property
-    def supports_prefetch(self):
-        return False

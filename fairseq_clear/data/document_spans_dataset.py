@@ -2,13 +2,14 @@ from collections import OrderedDict
 
 import numpy as np
 import torch
-from fairseq.data import BaseWrapperDataset, LRUCacheDataset
+from fairseq.data import LRUCacheDataset
 
 from ..keyed_rng import KeyedRNG
 from ..span_sampling import SpanSamplingParams, sample_anchors_and_positives
+from .own_items_dataset import RegroupingDataset
 
 
-class DocumentSpansDataset(BaseWrapperDataset):
+class DocumentSpansDataset(RegroupingDataset):
     """DeCLUTR's anchor and positive spans of each document (§3.1.1).
 
     Item ``i`` is a list of ``A + A·P`` tensors ``<s> span </s>``: the A anchors,
@@ -81,19 +82,5 @@ class DocumentSpansDataset(BaseWrapperDataset):
             self._cache.popitem(last=False)
         return rows
 
-    @property
-    def sizes(self):
-        return self._sizes
-
-    def size(self, index):
-        return int(self._sizes[index])
-
     def num_tokens(self, index):
         return int(self._sizes[index]) * self.rows_per_item
-
-    def ordered_indices(self):
-        return np.arange(len(self), dtype=np.int64)
-
-    @property
-    def supports_prefetch(self):
-        return False

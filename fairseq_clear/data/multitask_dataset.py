@@ -40,7 +40,9 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 import torch
-from fairseq.data import FairseqDataset, data_utils
+from fairseq.data import data_utils
+
+from .own_items_dataset import OwnItemsDataset
 
 SCHEDULES = ("average", "round-robin-batch", "round-robin-epoch", "fusion", "supervised-first",
              "contrastive-first", "contrastive")
@@ -127,7 +129,7 @@ def plan(schedule: str, per_task: Dict[str, List[np.ndarray]], epoch: int = 1, f
     raise ValueError(f"unknown schedule '{schedule}', choose from {', '.join(SCHEDULES)}")
 
 
-class MultitaskDataset(FairseqDataset):
+class MultitaskDataset(OwnItemsDataset):
     """The tasks' rows in both phases; :meth:`batches` is the schedule's plan of an epoch."""
 
     def __init__(self, tasks: Dict[str, TaskRows], pad: int, schedule: str = "average",
@@ -173,19 +175,6 @@ class MultitaskDataset(FairseqDataset):
         task = self.tasks[name]
         return {"id": int(index), "phase": phase, "task": name,
                 "tokens": [c[row] for c in task.columns], "label": task.labels[row]}
-
-    @property
-    def sizes(self):
-        return self._sizes
-
-    def num_tokens(self, index):
-        return int(self._sizes[index])
-
-    def size(self, index):
-        return int(self._sizes[index])
-
-    def ordered_indices(self):
-        return np.arange(len(self))
 
     @property
     def can_reuse_epoch_itr_across_epochs(self):

@@ -4,10 +4,12 @@ import numpy as np
 import torch
 from fairseq.data import BaseWrapperDataset
 
+from .own_items_dataset import RegroupingDataset
+
 logger = logging.getLogger(__name__)
 
 
-class SentenceDataset(BaseWrapperDataset):
+class SentenceDataset(RegroupingDataset):
     """One ``<s> body </s>`` sample per non-empty line of a binarized split.
 
     fairseq-preprocess stores each line as ``body </s>``. Empty lines (document
@@ -44,30 +46,13 @@ class SentenceDataset(BaseWrapperDataset):
             max_body_len,
         )
 
-    def __len__(self):
-        return len(self.indices)
-
     def __getitem__(self, index):
         item = self.dataset[int(self.indices[index])]
         body = item[:-1][: self.max_body_len]
         return torch.cat([body.new([self.bos]), body, body.new([self.eos])])
 
-    @property
-    def sizes(self):
-        return self._sizes
-
-    def size(self, index):
-        return int(self._sizes[index])
-
-    def num_tokens(self, index):
-        return int(self._sizes[index])
-
-    def ordered_indices(self):
-        return np.arange(len(self), dtype=np.int64)
-
-    @property
-    def supports_prefetch(self):
-        return getattr(self.dataset, "supports_prefetch", False)
+    # a sentence is one line: the lines' prefetching, through self.indices
+    supports_prefetch = BaseWrapperDataset.supports_prefetch
 
     def prefetch(self, indices):
         self.dataset.prefetch(self.indices[np.asarray(indices)])

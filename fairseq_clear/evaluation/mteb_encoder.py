@@ -116,7 +116,7 @@ class MtebEncoder:
 
 
 def local_sts_task(pairs, name: str = "LocalSTS", min_score: float = 0.0, max_score: float = 5.0):
-    """An MTEB STS task over local scored pairs (an ``evaluation.sts.StsPairs``), for offline runs.
+    """An MTEB STS task over local scored pairs (a ``preprocessing.sts_readers.StsPairs``), for offline runs.
 
     ``mteb.evaluate(MtebEncoder(hub), tasks=[local_sts_task(read_sts_benchmark("sts-test.csv"))],
     cache=None)`` scores the pairs with MTEB's own STS evaluator, no download.

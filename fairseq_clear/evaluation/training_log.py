@@ -1,13 +1,14 @@
 """fairseq-train's JSON log (``--log-format json``) as records, and a plot of a run's curves.
 
-One reader and one plot for the demo, ``clear-plot`` and users: the training losses of every
+One reader (:func:`records`, also GLUE's summary's, ``benchmarks/``' and the tests') and one plot
+for the demo, ``clear-plot`` and users: the training losses of every
 mode (loss, mlm_loss, cl_loss, cl_acc) over updates and, when the run validated with
 ``--sts-validation``, STS-B dev Spearman (sts_b_spearman) over updates.
 """
 
 import json
 import os
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, Iterable, List, Optional, Sequence
 from ..errors import FairseqClearError
 
 #: what is plotted when present, with its axis title
@@ -24,23 +25,34 @@ class TrainingLogError(FairseqClearError, ValueError):
     """A log has no fairseq JSON records; the message names the file."""
 
 
+def records(lines: Iterable[str], *tags: str) -> List[dict]:
+    """The stats fairseq logged under any of ``tags`` (default ``train_inner``: every --log-interval
+    updates; ``train``: an epoch's end; ``valid`` or another subset's name: a validation), in log
+    order: a ``--log-format json`` line's JSON (fairseq-train's "| tag |" lines, fairseq-hydra-train's
+    "[tag][INFO] - " ones) or a ``simple`` line's values. Other lines, and one cut by a crash, are
+    skipped. The one reader of fairseq's log: the package's, ``benchmarks/``' and the tests'."""
+    tags = tags or ("train_inner",)
+    out = []
+    for line in lines:
+        tag = next((t for t in tags if f"| {t} |" in line or f"][{t}][" in line), None)
+        record = _record(line, tag) if tag else None
+        if record is not None:
+            out.append(record)
+    return out
+
+
 def read_log(path: str) -> Dict[str, List[dict]]:
     """``{"train": [...], "valid": [...]}``: the ``train_inner`` and ``valid`` records of a
-    fairseq-train log written with ``--log-format json`` (other lines are ignored)."""
+    fairseq-train log written with ``--log-format json`` or ``simple`` (other lines are ignored)."""
     if not os.path.isfile(path):
         raise TrainingLogError(f"log '{path}' does not exist")
-    out = {"train": [], "valid": []}
     with open(path, encoding="utf-8", errors="replace") as f:
-        for line in f:
-            kind = "train" if "| train_inner |" in line else "valid" if "| valid |" in line else None
-            record = _record(line, kind) if kind else None
-            if record is None:
-                continue
-            # the json format prefixes validation stats with the subset ("valid_sts_b_spearman")
-            record = {k[len("valid_"):] if kind == "valid" and k.startswith("valid_") else k: v
-                      for k, v in record.items()}
-            if "num_updates" in record:
-                out[kind].append(record)
+        lines = f.readlines()
+    # the json format prefixes validation stats with the subset ("valid_sts_b_spearman")
+    valid = [{k[len("valid_"):] if k.startswith("valid_") else k: v for k, v in r.items()}
+             for r in records(lines, "valid")]
+    out = {"train": [r for r in records(lines) if "num_updates" in r],
+           "valid": [r for r in valid if "num_updates" in r]}
     if not out["train"] and not out["valid"]:
         raise TrainingLogError(
             f"'{path}' holds no train_inner or valid records: is it fairseq-train's output "
@@ -49,16 +61,19 @@ def read_log(path: str) -> Dict[str, List[dict]]:
     return out
 
 
-def _record(line: str, kind: str) -> Optional[dict]:
-    """The stats of one log line: --log-format json ({...}) or simple (train: 'k=v, k=v';
-    valid: '| k v | k v')."""
+def _record(line: str, tag: str) -> Optional[dict]:
+    """The stats of one log line: --log-format json ({...}) or simple (train_inner: 'k=v, k=v';
+    an epoch's end or a validation: '| k v | k v')."""
     if "{" in line:
         try:
-            return json.loads(line[line.index("{"):])
+            record = json.loads(line[line.index("{"):])
         except ValueError:
             return None  # a line cut by a crash
-    tail = line.split(f"| {'train_inner' if kind == 'train' else 'valid'} |", 1)[1]
-    pairs = ([p.split("=", 1) for p in tail.split(", ") if "=" in p] if kind == "train"
+        return record if isinstance(record, dict) else None
+    if f"| {tag} |" not in line:
+        return None
+    tail = line.split(f"| {tag} |", 1)[1]
+    pairs = ([p.split("=", 1) for p in tail.split(", ") if "=" in p] if tag == "train_inner"
              else [p.strip().split(" ", 1) for p in tail.split(" | ") if " " in p.strip()])
     record = {}
     for key, value in pairs:
@@ -106,7 +121,7 @@ def plot_curves(series: Dict[str, Dict[str, List[tuple]]], path: str) -> Optiona
         if len(series) > 1:
             ax.legend(fontsize=7)
     fig.tight_layout()
-    from ..preprocessing.common import atomic_write
+    from ..atomic_files import atomic_write
 
     with atomic_write(path, "wb") as f:  # a kill or a full disk leaves the previous plot
         fig.savefig(f, format=os.path.splitext(path)[1][1:].lower() or "png", dpi=120)

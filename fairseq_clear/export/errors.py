@@ -1,7 +1,4 @@
-"""The export's error, in its own module so that hf.py and model_card.py both raise it without importing each other."""
+"""The export's error (defined in the package's errors.py: the tokenizers' Hugging Face builders,
+below the export, raise it too); hf.py and model_card.py import it from here."""
 
-from ..errors import FairseqClearError
-
-
-class ExportError(FairseqClearError, ValueError):
-    """The checkpoint cannot be represented exactly as an XLM-R model; the message says why."""
+from ..errors import ExportError  # noqa: F401

@@ -22,7 +22,10 @@ and activation come from config.json. BERT's pooler has no fairseq counterpart
 and is left out (logged); a checkpoint without an LM head gets a fresh one (logged).
 What would not convert exactly is refused before any weight is converted: an untied LM
 head, a causal or cross-attention config, and in a sentence-transformers directory any
-module beyond Transformer -> Pooling (cls or mean) -> Normalize.
+module beyond Transformer -> Pooling (one mode of models.pooling.POOLINGS) -> Normalize, and prompts
+left out of the pooling (include_prompt false). The source's max_seq_length, do_lower_case, prompts
+and similarity function are kept as model options, and the import is checked against
+sentence-transformers' own encode() of the folder.
 
 Nothing in the directory is executed: config.json is JSON, weights are
 safetensors or a weights-only torch pickle, tokenizers are data files.
@@ -40,6 +43,8 @@ from typing import Dict, List, Tuple
 import torch
 
 from ..checkpoint_sizes import check_hf_sizes
+from ..models.inference import prompts_word, sentence_input
+from ..models.pooling import POOLINGS, SIMILARITY_FUNCTIONS, from_st_mode
 from ..vocabulary import BERT_SPECIALS, DEL_SYMBOL, FAIRSEQ_SPECIALS, SP_WORD_START
 from .output_dir import check_output_dir, staged_output
 from ..errors import FairseqClearError, NotUtf8Error
@@ -540,14 +545,17 @@ def convert_state(enc, head, cfg, rows, where) -> Tuple[Dict[str, torch.Tensor],
 #: sentence-transformers module classes that have a counterpart here (Normalize: embed(normalize=True));
 #: modules.json names them sentence_transformers.models.X (< 6) or by their defining module (>= 6)
 ST_MODULES = ("Transformer", "Pooling", "Normalize")
-#: sentence-transformers' older 1_Pooling/config.json flags -> its mode names (cls and mean are ours too)
+#: sentence-transformers' older 1_Pooling/config.json flags -> its mode names
 ST_LEGACY_POOLING = {"pooling_mode_cls_token": "cls", "pooling_mode_max_tokens": "max",
                      "pooling_mode_mean_tokens": "mean", "pooling_mode_mean_sqrt_len_tokens": "mean_sqrt_len_tokens",
                      "pooling_mode_weightedmean_tokens": "weightedmean", "pooling_mode_lasttoken": "lasttoken"}
 
 
-def _st_modules(model_dir: str) -> List[dict]:
-    """modules.json's entries, refusing any module the import would otherwise leave out silently."""
+def read_modules(model_dir: str) -> List[dict]:
+    """modules.json of a sentence-transformers folder ([] without one): the one reader of it (the import,
+    clear-eval-sts --model). A list of modules, each naming a ``sentence_transformers.*`` class (before
+    version 6 sentence-transformers imported any class a local folder named: code) and a path inside
+    the folder."""
     path = os.path.join(model_dir, "modules.json")
     if not os.path.isfile(path):
         return []
@@ -555,9 +563,27 @@ def _st_modules(model_dir: str) -> List[dict]:
     if not isinstance(modules, list) or not all(
             isinstance(m, dict) and isinstance(m.get("type"), str) and isinstance(m.get("path", ""), str)
             for m in modules):
-        raise ImportHfError(f"{path}: must be a list of modules, each with a 'type' and a 'path'")
+        raise SentenceTransformersConfigError(f"{path}: must be a list of modules, each with a 'type' and a 'path'")
     for m in modules:
-        if not m["type"].startswith("sentence_transformers.") or m["type"].rsplit(".", 1)[1] not in ST_MODULES:
+        if not m["type"].startswith("sentence_transformers."):
+            raise SentenceTransformersConfigError(f"{path} names the module type {m['type']!r}; only "
+                                                  "sentence_transformers.* modules are loaded (a class named by a "
+                                                  "file is code)")
+        where = m.get("path", "")
+        if os.path.isabs(where) or ".." in where.replace("\\", "/").split("/"):
+            raise SentenceTransformersConfigError(f"{path}: module path '{where}' is outside the model directory")
+    return modules
+
+
+def _st_modules(model_dir: str) -> List[dict]:
+    """modules.json's entries (:func:`read_modules`), refusing any module the import would otherwise
+    leave out silently."""
+    path = os.path.join(model_dir, "modules.json")
+    modules = read_modules(model_dir)
+    if not modules:
+        return modules
+    for m in modules:
+        if m["type"].rsplit(".", 1)[1] not in ST_MODULES:
             # e.g. LaBSE's 2_Dense: its projection is part of the sentence embedding and has no counterpart
             raise ImportHfError(f"{path}: module '{m.get('path') or m.get('name')}' of type '{m['type']}' has "
                                 f"no fairseq counterpart (only {', '.join(ST_MODULES)})")
@@ -576,11 +602,12 @@ NO_POOLING_CONFIG = "mean"
 
 
 def sentence_pooling(model_dir: str) -> str:
-    """cls or mean from a sentence-transformers Pooling config (1_Pooling/config.json); without one,
-    ``NO_POOLING_CONFIG`` (mean), as sentence-transformers pools such a folder.
+    """Our pooling (``models.pooling.POOLINGS``) of a sentence-transformers Pooling config
+    (1_Pooling/config.json); without one, ``NO_POOLING_CONFIG`` (mean), as sentence-transformers pools
+    such a folder.
 
-    Any other mode (max, mean_sqrt_len_tokens, weightedmean, lasttoken, several at once) is refused:
-    the imported model would embed differently from the sentence-transformers model."""
+    A mode the table lacks, or several at once (concatenated), is refused: the imported model would
+    embed differently from the sentence-transformers model."""
     modules = _st_modules(model_dir)
     pooling_dir = modules[1].get("path", "") if len(modules) > 1 else "1_Pooling"
     if os.path.isabs(pooling_dir) or ".." in pooling_dir.replace("\\", "/").split("/"):
@@ -595,16 +622,23 @@ def sentence_pooling(model_dir: str) -> str:
     if not isinstance(cfg, dict):
         raise ImportHfError(f"{path}: must be a JSON object of pooling options")
     check_pooling_config(path, cfg)
+    prompts_path = os.path.join(model_dir, "config_sentence_transformers.json")
+    if cfg.get("include_prompt") is False and os.path.isfile(prompts_path) and \
+            any(source_prompts(prompts_path, _read_json_object(prompts_path, "sentence-transformers options"))[0].values()):
+        raise ImportHfError(f"{path}: include_prompt false leaves the prompt's tokens out of the pooling, which an "
+                            "imported model cannot do (it pools every token)")
     if "pooling_mode" in cfg:  # sentence-transformers >= 6: one mode name or a list of them
         names = cfg["pooling_mode"] if isinstance(cfg["pooling_mode"], list) else [cfg["pooling_mode"]]
         modes = [(f"pooling_mode {n!r}", n if isinstance(n, str) else None) for n in names]
     else:  # the older pooling_mode_* flags
         modes = [(k, ST_LEGACY_POOLING.get(k, k)) for k, v in cfg.items()
                  if k.startswith("pooling_mode_") and v not in (False, None)]
-    if len(modes) != 1 or modes[0][1] not in ("cls", "mean"):
+    ours = from_st_mode(modes[0][1]) if len(modes) == 1 else None
+    if ours is None:
+        known = ", ".join(p.st_mode for p in POOLINGS.values())
         raise ImportHfError(f"{path}: pooling mode {' + '.join(m for m, _ in modes) or 'none'} is not supported; "
-                            "only exactly one of cls (pooling_mode_cls_token) or mean (pooling_mode_mean_tokens)")
-    return modes[0][1]
+                            f"only exactly one of {known}")
+    return ours
 
 
 class SentenceTransformersConfigError(FairseqClearError, ValueError):
@@ -670,14 +704,70 @@ def sentence_head(model_dir: str) -> Dict[str, object]:
     """What the model is, recorded in the checkpoint so that training, embedding and export keep it:
     a sentence-transformers model (modules.json) records its pooling and whether it normalises
     (a Normalize module); any other model is a pre-trained encoder with no sentence head of its own,
-    recorded with the pooling it is given (no pooling config: mean, sentence-transformers' default)."""
+    recorded with the pooling it is given (no pooling config: mean, sentence-transformers' default).
+    Either keeps what its sentence-transformers files say about the input (:func:`input_settings`)."""
     modules = _st_modules(model_dir)
     if len(modules) < 2:
-        return {"pretrained_kind": "encoder", "pretrained_pooling": sentence_pooling(model_dir)}
-    head = {"pretrained_kind": "sentence-embedding", "pretrained_pooling": sentence_pooling(model_dir)}
-    if len(modules) > 2:
-        head["sentence_normalize"] = True
+        head = {"pretrained_kind": "encoder", "pretrained_pooling": sentence_pooling(model_dir)}
+    else:
+        head = {"pretrained_kind": "sentence-embedding", "pretrained_pooling": sentence_pooling(model_dir)}
+        if len(modules) > 2:
+            head["sentence_normalize"] = True
+    head.update(input_settings(model_dir))
     return head
+
+
+def input_settings(model_dir: str) -> Dict[str, object]:
+    """The model options that keep what sentence-transformers does to a sentence before the encoder:
+    sentence_bert_config.json's ``max_seq_length`` (else, as sentence-transformers 6 saves it, the
+    tokenizer's ``model_max_length``), kept when below the model's positions, and ``do_lower_case``
+    (sentence-transformers 6 saves it as a Lowercase step of tokenizer.json, which transformers 5 drops
+    on loading some tokenizers: the import's check against encode() shows what the source does); the
+    prompts and default prompt (config_sentence_transformers.json) as one word, ``--sentence-prompts``;
+    its ``similarity_fn_name``."""
+    out, st, tokenizer = {}, {}, {}
+    path = os.path.join(model_dir, "sentence_bert_config.json")
+    if os.path.isfile(path):  # its types were checked by check_sentence_bert_config
+        st = _read_json(path)
+    path = os.path.join(model_dir, "tokenizer_config.json")
+    if os.path.isfile(path):
+        tokenizer = _read_json_object(path, "tokenizer options")
+    length = st.get("max_seq_length")
+    if length is None and type(tokenizer.get("model_max_length")) is int:
+        length = tokenizer["model_max_length"]
+    config = _read_json_object(os.path.join(model_dir, "config.json"), "model options")
+    positions = config.get("max_position_embeddings")
+    if type(positions) is int and config.get("model_type") != "bert":
+        positions -= 2  # RoBERTa's positions start at 2
+    if length is not None and type(positions) is int and 0 < length < positions:
+        out["sentence_max_length"] = length
+    if st.get("do_lower_case"):
+        out["sentence_lowercase"] = True
+    path = os.path.join(model_dir, "config_sentence_transformers.json")
+    if os.path.isfile(path):
+        st = _read_json_object(path, "sentence-transformers options")
+        prompts, name = source_prompts(path, st)
+        if any(prompts.values()):  # one word (models.inference.prompts_word); sentence-transformers 6 saves empty ones
+            out["sentence_prompts"] = prompts_word(prompts, name)
+        similarity = st.get("similarity_fn_name")
+        if similarity not in (None, "cosine") and similarity not in SIMILARITY_FUNCTIONS:
+            raise ImportHfError(f"{path}: similarity_fn_name {similarity!r} is not one of "
+                                f"{', '.join(SIMILARITY_FUNCTIONS)}")
+        if similarity not in (None, "cosine"):
+            out["sentence_similarity"] = similarity  # the hub's similarity() and search() score with it; the export writes it back
+    return out
+
+
+def source_prompts(path: str, st: dict):
+    """``(prompts, default prompt name)`` of config_sentence_transformers.json (``st``, read from ``path``),
+    checked as sentence-transformers uses them: a dict of str, and a default that names one of them."""
+    prompts, name = st.get("prompts") or {}, st.get("default_prompt_name")
+    if not isinstance(prompts, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in prompts.items()):
+        raise ImportHfError(f"{path}: 'prompts' must be an object of prompt name -> text, got {prompts!r:.80}")
+    if name is not None and name not in prompts:
+        raise ImportHfError(f"{path}: default_prompt_name {name!r} is not one of its prompts "
+                            f"({', '.join(map(repr, prompts)) or 'none'})")
+    return prompts, name
 
 
 def model_options(cfg, pooling, head=None) -> Dict[str, object]:
@@ -775,8 +865,9 @@ def import_hf(model_dir: str, out_dir: str, overwrite: bool = False, tolerance: 
         difference = verify(model_dir, staging, cfg)
         if difference is not None and difference > tolerance:
             raise ImportHfError(
-                f"verification failed: the imported encoder differs from transformers' by {difference:.2e} "
-                f"(> {tolerance:g}) on the check sentences; nothing was written to '{out_dir}'"
+                f"verification failed: the imported model differs from transformers' features or "
+                f"sentence-transformers' encode() by {difference:.2e} (> {tolerance:g}) on the check sentences; "
+                f"nothing was written to '{out_dir}'"
             )
         manifest = sorted(os.listdir(staging))
     return {"model_type": cfg["model_type"], "tokenizer": tokenizer.kind, "rows": len(rows),
@@ -795,7 +886,20 @@ def describe(options) -> str:
                 "embed()/clear-embed and clear-export-hf use it unless told otherwise)")
     return (f"a sentence-embedding model of {size}: {options['pretrained_pooling']} pooling"
             + (", unit-length vectors (Normalize)" if options.get("sentence_normalize") else "")
+            + (f", sentences of at most {options['sentence_max_length']} tokens"
+               if options.get("sentence_max_length") else "")
+            + (", lower-cased" if options.get("sentence_lowercase") else "")
+            + (f", {options['sentence_similarity']} similarity" if options.get("sentence_similarity") else "")
+            + _prompts_note(options.get("sentence_prompts"))
             + "; training, embed()/clear-embed and clear-export-hf keep them unless told otherwise")
+
+
+def _prompts_note(word) -> str:
+    from ..models.inference import read_prompts_word
+
+    prompts, name = read_prompts_word(word)
+    return ((f", the prompts {', '.join(map(repr, prompts))}" if prompts else "")
+            + (f" (default {name!r}: {prompts[name]!r} before every sentence)" if name else ""))
 
 
 @contextlib.contextmanager
@@ -860,4 +964,50 @@ def verify(model_dir, staged_dir, cfg, sentences=CHECK_SENTENCES):
                                     f"gives {batch['input_ids'].size(1)}")
             theirs = ref(**batch).last_hidden_state[0]
             worst = max(worst, float((ours - theirs).abs().max()))
-    return worst
+    return max(worst, encode_difference(model_dir, hub, sentences + ENCODE_CHECK_SENTENCES))
+
+
+#: beyond CHECK_SENTENCES, for sentence-transformers' encode(): longer than any max_seq_length, capitals
+ENCODE_CHECK_SENTENCES = [" ".join(["The quick brown fox jumps over the lazy dog."] * 45),
+                          "A Capitalised Sentence About Zürich And The BBC."]
+
+
+def encode_difference(model_dir, hub, sentences) -> float:
+    """Largest |difference| between the imported model's embed() and sentence-transformers' own encode() of
+    ``model_dir`` (0 without sentence-transformers): its pooling, Normalize, max_seq_length and
+    do_lower_case, as the source model has them."""
+    try:
+        from sentence_transformers import SentenceTransformer
+    except ImportError:
+        return 0.0
+    import numpy as np
+
+    try:  # a folder without modules.json: its "creating one with mean pooling" is what the import recorded
+        with _quiet_transformers(), _quiet_loggers("sentence_transformers"):
+            st = SentenceTransformer(model_dir, device="cpu", trust_remote_code=False)
+    except (TypeError, ValueError, AttributeError, KeyError, OSError) as e:
+        raise ImportHfError(f"{model_dir}: sentence-transformers cannot load it to check the import: "
+                            f"{type(e).__name__}: {_one_line(e)}") from None
+    if not st.max_seq_length or st.max_seq_length > hub.max_length:
+        # sentence-transformers would run past the model's positions (a tokenizer without a length of its
+        # own: it caps at max_position_embeddings, two more than RoBERTa has): only what fits is compared
+        tokens = hub.tokenizer.encode_counted(sentence_input(hub.model).texts(sentences))[0]  # prompt included
+        sentences = [s for s, t in zip(sentences, tokens) if len(t) <= hub.max_length]
+    theirs = st.encode(sentences, convert_to_numpy=True, batch_size=8, show_progress_bar=False)
+    with _quiet_loggers(type(hub).__module__):  # the long check sentence is truncated on purpose: no warning
+        ours = hub.embed(sentences, batch_size=8)
+    return float(np.abs(ours - theirs).max())
+
+
+@contextlib.contextmanager
+def _quiet_loggers(*names):
+    """Only errors from these loggers in the block (a check's expected warnings are not the user's)."""
+    loggers = [logging.getLogger(name) for name in names]
+    levels = [each.level for each in loggers]
+    for each in loggers:
+        each.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        for each, level in zip(loggers, levels):
+            each.setLevel(level)

@@ -25,7 +25,10 @@ import numpy as np
 import torch
 
 from .errors import ExportError  # noqa: F401  (part of this module's API)
-from .hf_tokenizers import build_tokenizer, keep_special_text  # noqa: F401  (part of this module's API)
+from ..hf_tokenizers import build_tokenizer, keep_special_text  # noqa: F401  (part of this module's API)
+from ..models.inference import encode_sentences
+from ..models.pooling import POOLINGS
+from ..atomic_files import write_json
 from .output_dir import staged_output
 
 logger = logging.getLogger(__name__)
@@ -173,7 +176,7 @@ def head_modules(model, head: str):
 
 def export(hub, out_dir: str, pooling: str = None, head: str = "representation", normalize: bool = None,
            with_lm_head: bool = False, overwrite: bool = False, check_sentences=None, tolerance: float = 1e-4,
-           sts_table=None):
+           sts_table=None, onnx: bool = False):
     """Write a sentence-transformers model for ``hub`` into ``out_dir``; returns the ``SentenceTransformer``.
 
     The export is written into a temporary sibling of ``out_dir``, verified
@@ -181,7 +184,8 @@ def export(hub, out_dir: str, pooling: str = None, head: str = "representation",
     place; see :func:`fairseq_clear.export.output_dir.staged_output` for what an
     existing ``out_dir`` may hold. ``pooling`` and ``normalize`` default to the model's own
     (``--sentence-pooling``, ``--sentence-normalize``): an imported sentence-transformers model
-    keeps its Pooling and Normalize modules.
+    keeps its Pooling and Normalize modules. ``onnx``: also its ONNX files (:mod:`.onnx`), checked
+    against the hub on ``check_sentences`` (the built-in ones when None) before anything is published.
     """
     if normalize is None:
         normalize = bool(getattr(hub.model.args, "sentence_normalize", False))
@@ -190,6 +194,11 @@ def export(hub, out_dir: str, pooling: str = None, head: str = "representation",
         if check_sentences is not None:
             diff = verify(hub, staging, check_sentences, pooling, head, normalize, tolerance)
             logger.info("verified: the export matches the hub within %.1e on %d sentences", diff, len(check_sentences))
+        if onnx:
+            from .onnx import write_onnx
+
+            write_onnx(hub, staging, CHECK_SENTENCES if check_sentences is None else check_sentences,
+                       pooling, head, normalize, tolerance, probes=literal_special_probes)
     return st
 
 
@@ -219,35 +228,47 @@ def _write_export(hub, out_dir, pooling, head, normalize, with_lm_head, sts_tabl
                                "(its sentencepiece model has no piece for some of their characters); our hub "
                                "reads them as text", ", ".join(not_text))
         tokenizer.save_pretrained(tmp)
-        # no pooler: sentence vectors come from the Pooling module, as in the paper
-        transformer = Transformer(tmp, max_seq_length=max_positions, model_kwargs={"add_pooling_layer": False})
-        modules = [transformer, Pooling(model.args.encoder_embed_dim, pooling_mode=pooling)]
+        # no pooler: sentence vectors come from the Pooling module, as in the paper; the length and
+        # lower-casing the hub embeds with (an imported model's own)
+        transformer = Transformer(tmp, max_seq_length=hub.max_length, do_lower_case=hub.lowercase,
+                                  model_kwargs={"add_pooling_layer": False})
+        modules = [transformer, Pooling(model.args.encoder_embed_dim, pooling_mode=POOLINGS[pooling].st_mode)]
         modules += head_modules(model, head)
         if normalize:
             modules.append(Normalize())
-        st = SentenceTransformer(modules=modules, device="cpu")
+        # the starting model's similarity function (sentence-transformers' similarity()), if it had another
+        prompts, default_prompt = hub.prompts  # the starting model's, put before sentences as the hub does
+        st = SentenceTransformer(modules=modules, device="cpu", prompts=prompts or None,
+                                 default_prompt_name=default_prompt,
+                                 similarity_fn_name=getattr(model.args, "sentence_similarity", None))
         st.save(out_dir)
+        if literal_specials:
+            specials_out_of_text(os.path.join(out_dir, "tokenizer.json"))
         # vocab.json + merges.txt / vocab.txt too: the files fairseq's bpe and clear-import-hf read
         for name in os.listdir(vocab_dir):
             shutil.copyfile(os.path.join(vocab_dir, name), os.path.join(out_dir, name))
+    config_path = os.path.join(out_dir, "sentence_bert_config.json")
+    with open(config_path, encoding="utf-8") as f:
+        config = json.load(f)
+    # sentence-transformers >= 6 keeps these two in the tokenizer's files; older ones (and other
+    # runtimes) read them here
+    config.update(max_seq_length=hub.max_length, do_lower_case=hub.lowercase)
     if not with_lm_head:
         # sentence-transformers does not save model_kwargs: without this, every load would
         # build (and warn about) RoBERTa's randomly initialised pooler
-        config_path = os.path.join(out_dir, "sentence_bert_config.json")
-        with open(config_path, encoding="utf-8") as f:
-            config = json.load(f)
         config["model_args"] = {"add_pooling_layer": False}
-        with open(config_path, "w", encoding="utf-8") as f:
-            json.dump(config, f, indent=2)
+    write_json(config_path, config)
+    write_legacy_pooling_keys(os.path.join(out_dir, "1_Pooling", "config.json"))
     for name, path in source.hf_files().items():
         shutil.copyfile(path, os.path.join(out_dir, name))
     from .model_card import render
 
     with open(os.path.join(out_dir, "README.md"), "w", encoding="utf-8") as f:  # replaces the generic card
-        f.write(render(hub, pooling, head, normalize, len(modules), sts_table))
+        f.write(render(hub, pooling, head, normalize, len(modules), sts_table, literal_specials))
     with open(os.path.join(out_dir, "fairseq_clear_export.json"), "w", encoding="utf-8") as f:
         json.dump({"pooling": pooling, "head": head, "normalize": normalize,
-                   "max_positions": max_positions, "arch": getattr(model.args, "arch", None),
+                   "max_positions": max_positions, "max_seq_length": hub.max_length, "lowercase": hub.lowercase,
+                   "arch": getattr(model.args, "arch", None),
                    "literal_special_tokens": literal_specials,
                    # the vectors keep every dimension; the sizes --matryoshka-dims trained (of the
                    # projection head's output when the model has one) are recorded here
@@ -256,6 +277,31 @@ def _write_export(hub, out_dir, pooling, head, normalize, with_lm_head, sts_tabl
                    "matryoshka_head": ("projection" if getattr(model, "projection_head", None) is not None
                                        else "representation") if hub.matryoshka_dims else None}, f, indent=2)
     return st
+
+
+def specials_out_of_text(path: str):
+    """tokenizer.json without its special added tokens: a runtime that reads it alone (the tokenizers
+    library: TEI, Rust and ONNX servers) matches their text ('<s>', '<mask>') inside a sentence, where
+    fairseq and transformers (told by tokenizer_config.json's split_special_tokens, which only it reads)
+    read it as text; tokenizer.json has no setting for that. The post-processor still adds <s> and </s> by
+    id, and transformers adds the specials back from tokenizer_config.json when it loads the folder."""
+    with open(path, encoding="utf-8") as f:
+        state = json.load(f)
+    state["added_tokens"] = [t for t in state.get("added_tokens") or [] if not t.get("special")]
+    write_json(path, state)
+
+
+def write_legacy_pooling_keys(path: str):
+    """Add sentence-transformers' older ``pooling_mode_*`` flags beside its ``pooling_mode``: TEI and other
+    runtimes read only the flags (all of them, no defaults); sentence-transformers drops them when
+    ``pooling_mode`` is there."""
+    from .from_hf import ST_LEGACY_POOLING
+
+    with open(path, encoding="utf-8") as f:
+        config = json.load(f)
+    mode = config["pooling_mode"]
+    modes = [mode] if isinstance(mode, str) else list(mode)
+    write_json(path, {**config, **{flag: name in modes for flag, name in ST_LEGACY_POOLING.items()}})
 
 
 def literal_special_probes(tokenizer, out_dir: str) -> list:
@@ -284,7 +330,7 @@ def verify(hub, out_dir: str, sentences, pooling, head, normalize, tolerance=1e-
     features = tokenize(sentences)
     for i, s in enumerate(sentences):
         got = features["input_ids"][i][features["attention_mask"][i].bool()].tolist()  # without the padding
-        want = hub.tokenizer.encode([s], max_positions=hub.model.max_positions())[0].tolist()
+        want = encode_sentences(hub.tokenizer, hub.model, [s], prompt=False)[0][0].tolist()  # preprocess: no prompt
         if got != want:
             raise ExportError(f"exported tokenizer disagrees on {s!r}: {got[:12]} vs {want[:12]}")
     diff = float(np.abs(ours - theirs).max()) if len(sentences) else 0.0

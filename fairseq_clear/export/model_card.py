@@ -9,7 +9,11 @@ have: without ``pooler=...`` it would read a randomly initialised one).
 import os
 from typing import Optional
 
+from ..models.pooling import POOLINGS
 from .errors import ExportError
+
+#: --pretrained-kind (recorded by clear-import-hf) in words: what the model was before fairseq-clear touched it
+STARTING_MODEL = {"sentence-embedding": "a sentence-transformers model", "encoder": "a pre-trained encoder"}
 
 #: SimCSE's tool (simcse.SimCSE(..., pooler=...)) for each of our poolings
 SIMCSE_POOLER = {"cls": "cls_before_pooler", "mean": "avg"}
@@ -62,6 +66,8 @@ def method(task_cfg, model_args) -> str:
     describe = getattr(TASK_REGISTRY.get(name) if isinstance(name, str) else None, "model_card_training", None)
     if describe is not None:
         return describe(_Options(task_cfg), model_args)
+    if name == "masked_lm" and _get(model_args, "pretrained_kind"):
+        return "none by fairseq-clear: the imported model as it was (clear-import-hf)"
     if name == "masked_lm":
         return "masked language modelling only (a pre-trained or imported encoder, no contrastive training)"
     return f"fairseq task '{name}'"
@@ -80,11 +86,14 @@ def training_task_config(hub):
     return hub.cfg.task
 
 
-def render(hub, pooling: str, head: str, normalize: bool, modules: int, sts_table: Optional[dict] = None) -> str:
+def render(hub, pooling: str, head: str, normalize: bool, modules: int, sts_table: Optional[dict] = None,
+           literal_specials: Optional[dict] = None) -> str:
     model, args = hub.model, hub.model.args
     task_cfg = training_task_config(hub)
     tokenizer = hub.tokenizer.tokenizer
     data = os.path.basename(os.path.normpath(str(_get(task_cfg, "data", "") or ""))) or "?"
+    # clear-import-hf's own checkpoint: not trained here, no training data of ours
+    as_imported = _get(task_cfg, "_name") == "masked_lm" and bool(_get(args, "pretrained_kind"))
     lines = [
         "---",
         "library_name: sentence-transformers",
@@ -97,9 +106,13 @@ def render(hub, pooling: str, head: str, normalize: bool, modules: int, sts_tabl
         f"* **Encoder**: fairseq RoBERTa `{getattr(args, 'arch', '?')}`, {args.encoder_layers} layers x "
         f"{args.encoder_embed_dim}, {model.max_positions()} positions; {tokenizer.kind} tokenizer, "
         f"{len(hub.task.source_dictionary)} tokens.",
+        *([f"* **Starting model**: {STARTING_MODEL[_get(args, 'pretrained_kind')]}, imported by clear-import-hf "
+           f"with its {_get(args, 'pretrained_pooling') or pooling} pooling"
+           + (", unit-length vectors" if _get(args, "sentence_normalize") else "") + "."]
+          if _get(args, "pretrained_kind") in STARTING_MODEL else []),
         f"* **Training**: {method(task_cfg, args)}.",
-        f"* **Training data**: the binarized directory `{data}` (fairseq-clear's `clear-prepare` / "
-        "`clear-prepare-pairs` output).",
+        *([] if as_imported else [f"* **Training data**: the binarized directory `{data}` (fairseq-clear's "
+                                  "`clear-prepare` / `clear-prepare-pairs` output)."]),
         f"* **Sentence vector**: {pooling} pooling of the last layer"
         + {"representation": "", "mlp": ", then CLSR's MLP e", "projection": ", then the projection head g"}.get(head, f", head '{head}'")
         + (", L2-normalised" if normalize else "") + f" ({modules} sentence-transformers modules).",
@@ -126,14 +139,22 @@ def render(hub, pooling: str, head: str, normalize: bool, modules: int, sts_tabl
         "With transformers alone (no pooler: the export has none):",
         "",
         "```python",
+        "import torch",
         "from transformers import AutoModel, AutoTokenizer",
         "tokenizer, model = AutoTokenizer.from_pretrained('PATH'), AutoModel.from_pretrained('PATH', add_pooling_layer=False)",
-        "hidden = model(**tokenizer(['A sentence.'], return_tensors='pt')).last_hidden_state",
-        ("vector = hidden[:, 0]  # [CLS] / <s>" if pooling == "cls" else
-         "vector = hidden.mean(dim=1)  # mean over the tokens (mask padding in batches)"),
-        "```",
-        "",
+        "sentences = ['A man is playing a guitar.', 'Someone plays an instrument.']",
+        f"batch = tokenizer({_texts(hub)}, padding=True, truncation=True, max_length={hub.max_length}, "
+        "return_tensors='pt')",
+        "hidden = model(**batch).last_hidden_state",
+        "mask = batch['attention_mask'].unsqueeze(-1).float()",
+        f"vector = {POOLINGS[pooling].snippet}",
     ]
+    dense = modules - 2 - int(bool(normalize))  # CLSR's e, the projection head g
+    if dense:
+        lines.append(f"# then the {dense} Dense module(s) of the export: use sentence-transformers for this vector")
+    elif normalize:
+        lines.append("vector = torch.nn.functional.normalize(vector, dim=-1)")
+    lines += ["```", ""]
     if head == "representation" and pooling in SIMCSE_POOLER:
         lines += [
             "With SimCSE's tool, name the pooler (its default reads a pooler this model does not have, "
@@ -146,10 +167,27 @@ def render(hub, pooling: str, head: str, normalize: bool, modules: int, sts_tabl
             "",
         ]
     else:
-        lines += ["SimCSE's tool cannot reproduce this vector (it has a head after the pooling): use "
+        lines += ["SimCSE's tool cannot reproduce this vector (" + ("it has a head after the pooling"
+                  if head != "representation" else f"its poolers do not include {pooling}") + "): use "
                   "sentence-transformers.", ""]
     if sts_table:
         lines += ["## STS (Spearman x 100, cosine)", "", "| " + " | ".join(sts_table) + " |",
                   "|" + "---|" * len(sts_table), "| " + " | ".join(f"{v:.1f}" for v in sts_table.values()) + " |", ""]
+    if literal_specials:
+        lines += ["Special-token text typed in a sentence (`<s>`, `</s>`, `<mask>`) is text, as in fairseq: "
+                  "`tokenizer_config.json` sets `split_special_tokens` for transformers, and `tokenizer.json` lists "
+                  "the special tokens as vocabulary only, so that runtimes reading it alone (TEI, tokenizers) "
+                  "give the same ids; their `decode()` then keeps `<s>` and `</s>` (`skip_special_tokens` does not "
+                  "know them)"
+                  + (f"; {', '.join(literal_specials['except'])} still become special tokens (the sentencepiece "
+                     "model has no piece for some of their characters)" if literal_specials.get("except") else "")
+                  + ".", ""]
     lines += ["Exported with `clear-export-hf`; `fairseq_clear_export.json` holds the export settings.", ""]
     return "\n".join(lines)
+
+
+def _texts(hub) -> str:
+    """The snippet's texts as the hub reads a sentence: its default prompt first, then lower-cased."""
+    text = f"({hub.prompt!r} + s)" if hub.prompt else "s"
+    text = f"{text}.lower()" if hub.lowercase else text
+    return "sentences" if text == "s" else f"[{text} for s in sentences]"

@@ -1,8 +1,8 @@
 """Write an export directory without ever deleting or overwriting what we did not write.
 
-The export is built in a staging sibling (``.NAME.partial-PID-XXXX``, marked as ours) and
-moved into place only once it is complete (and verified, by the caller). A new or empty
-``--out`` is replaced by a single rename. A non-empty one is touched only with
+The export is built in a staging sibling (``.NAME.tmp-PID-XXXX``: atomic_files' temporary name,
+marked as ours) and moved into place only once it is complete (and verified, by the caller). A new
+or empty ``--out`` is replaced by a single rename. A non-empty one is touched only with
 ``overwrite=True``, and then file by file: a file of the new export may replace an existing
 one only if that file's content is what the previous export recorded (its SHA-256 in
 ``export_manifest.json``); any other file there is refused before anything changes. Nothing
@@ -30,12 +30,11 @@ import hashlib
 import json
 import logging
 import os
-import re
 import shutil
 import tempfile
 
 from ..errors import FairseqClearError
-from ..preprocessing.common import remove_stale_tmp, write_json
+from ..atomic_files import remove_stale_tmp, stale_tmp, tmp_prefix, write_json
 
 logger = logging.getLogger(__name__)
 
@@ -239,26 +238,13 @@ def _remove_empty_parents(out_dir, rel):
         os.rmdir(parent)
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def remove_stale_staging(out_dir) -> list:
     """Remove staging directories of ``out_dir`` left by a killed export of ours; returns their names."""
     parent, name = os.path.split(out_dir)
-    pattern = re.compile(rf"^\.{re.escape(name)}\.partial-(\d+)-\w+$")
     removed = []
-    for entry in sorted(os.listdir(parent)):
-        m = pattern.match(entry)
+    for entry in stale_tmp(parent, [name], own=False):
         path = os.path.join(parent, entry)
-        if (m and int(m.group(1)) != os.getpid() and not _alive(int(m.group(1)))
-                and not os.path.islink(path) and os.path.isfile(os.path.join(path, STAGING_MARKER))):
+        if not os.path.islink(path) and os.path.isfile(os.path.join(path, STAGING_MARKER)):
             shutil.rmtree(path)
             removed.append(entry)
     if removed:
@@ -278,7 +264,7 @@ def staged_output(out_dir, overwrite: bool = False, writer=None, option: str = "
     parent = os.path.dirname(out_dir)
     os.makedirs(parent, exist_ok=True)
     remove_stale_staging(out_dir)
-    staging = tempfile.mkdtemp(prefix=f".{os.path.basename(out_dir)}.partial-{os.getpid()}-", dir=parent)
+    staging = tempfile.mkdtemp(prefix=tmp_prefix(out_dir), dir=parent)
     open(os.path.join(staging, STAGING_MARKER), "w").close()
     try:
         yield staging

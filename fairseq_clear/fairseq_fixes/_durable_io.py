@@ -1,7 +1,7 @@
-"""File-level helpers for the checkpoint fixes: fsync, zip integrity, our own temporary names."""
+"""File-level helpers for the checkpoint fixes: fsync and zip integrity (their temporary names:
+``atomic_files``)."""
 
 import os
-import re
 
 from ..checkpoint_safety import is_zip, zip_damage  # noqa: F401  (used by the checkpoint fixes)
 
@@ -26,20 +26,3 @@ def fsync_dir(path) -> None:
         pass
     finally:
         os.close(fd)
-
-
-#: our temporary names: NAME.tmp-copy-PID (copies) and NAME.tmp-save-PID-N (saves)
-OWN_TEMP = re.compile(r"^(?P<target>.+)\.tmp-(?:copy|save)-(?P<pid>\d+)(?:-\d+)?$")
-
-
-def own_temp_name(target, kind: str, attempt: int = None) -> str:
-    suffix = f".tmp-{kind}-{os.getpid()}" + (f"-{attempt}" if attempt is not None else "")
-    return f"{target}{suffix}"
-
-
-def remove_own(path) -> None:
-    """Remove a temporary file this process created (never anything else)."""
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass

@@ -13,7 +13,8 @@ import os
 import shutil
 
 from . import _patching, scope
-from ._durable_io import fsync_dir, fsync_file, is_zip, own_temp_name, remove_own, zip_damage
+from ._durable_io import fsync_dir, fsync_file, is_zip, zip_damage
+from ..atomic_files import atomic_path
 from ..errors import FairseqClearError
 
 logger = logging.getLogger(__name__)
@@ -27,8 +28,7 @@ class CheckpointCopyError(FairseqClearError, OSError):
 
 
 def atomic_copy(src_path, dst_path) -> None:
-    tmp = own_temp_name(dst_path, "copy")
-    try:
+    with atomic_path(dst_path, "copy") as tmp:
         shutil.copyfile(src_path, tmp)
         fsync_file(tmp)
         if os.path.getsize(tmp) != os.path.getsize(src_path):
@@ -37,10 +37,7 @@ def atomic_copy(src_path, dst_path) -> None:
             damage = zip_damage(tmp)
             if damage:
                 raise CheckpointCopyError(f"copy of '{src_path}' to '{dst_path}': {damage}")
-        os.replace(tmp, dst_path)
-        fsync_dir(os.path.dirname(os.path.abspath(dst_path)))
-    finally:
-        remove_own(tmp)
+    fsync_dir(os.path.dirname(os.path.abspath(dst_path)))
 
 
 def install():

@@ -19,7 +19,8 @@ import time
 import torch
 
 from . import _patching, scope
-from ._durable_io import fsync_dir, own_temp_name, remove_own, zip_damage
+from ._durable_io import fsync_dir, zip_damage
+from ..atomic_files import atomic_path
 from ..errors import FairseqClearError
 
 logger = logging.getLogger(__name__)
@@ -37,21 +38,19 @@ class CheckpointWriteError(FairseqClearError, OSError):
 def durable_save(obj, filename, attempts: int = ATTEMPTS, wait_s: float = RETRY_WAIT_S) -> None:
     last = None
     for attempt in range(attempts):
-        tmp = own_temp_name(filename, "save", attempt)
         try:
-            with open(tmp, "wb") as f:
-                torch.save(obj, f)
-                f.flush()
-                os.fsync(f.fileno())
-            damage = zip_damage(tmp)
-            if damage:
-                raise CheckpointWriteError(f"written file {damage}")
-            os.replace(tmp, filename)
+            with atomic_path(filename, f"save{attempt}") as tmp:  # removed unless renamed
+                with open(tmp, "wb") as f:
+                    torch.save(obj, f)
+                    f.flush()
+                    os.fsync(f.fileno())
+                damage = zip_damage(tmp)
+                if damage:
+                    raise CheckpointWriteError(f"written file {damage}")
             fsync_dir(os.path.dirname(os.path.abspath(filename)))
             return
         except Exception as e:  # disk full, I/O error, a damaged write
             last = e
-            remove_own(tmp)
             logger.warning("saving %s failed (attempt %d of %d): %s", filename, attempt + 1, attempts, e)
             if attempt + 1 < attempts:
                 time.sleep(wait_s)

@@ -6,7 +6,9 @@ plugin's tasks, criterions or models (scope.names_plugin), before fairseq's ``ca
 
 * ``--bf16`` without torch_xla means bfloat16 on the GPU or CPU, not ``--tpu`` (bf16_without_tpu);
 * ``torchrun ... --cpu`` forms one group of workers (cpu_torchrun);
-* a DATA the task cannot read a dictionary from ends the command with one ``error:`` line (check_data);
+* a DATA the task cannot read a dictionary from ends the command with one ``error:`` line (check_data;
+  fairseq-train checks it before it converts its options through hydra, whose deprecation warnings
+  would come first: ``convert_namespace_to_omegaconf`` of fairseq_cli.train, for the plugin's tasks only);
 
 and ``main`` runs, in every process (also those fairseq spawns), inside ``scope.entered(cfg)``;
 when it returns or fails, fairseq's prefetch threads are stopped (prefetch_threads) and the
@@ -35,7 +37,7 @@ class ScopedMain:
         with scope.entered(cfg):
             try:
                 result = self.main(cfg, **kwargs)
-                scope.run_ended()  # e.g. the STS summary line (evaluation/sts_validation.py)
+                scope.run_ended()  # e.g. the STS summary line (tasks/sts_validation.py)
                 return result
             finally:
                 scope.cleanup()
@@ -53,17 +55,25 @@ def check_data(cfg) -> None:
     """A DATA that the run's task cannot read a dictionary from (a clear-prepare that stopped, a typo)
     ends the command with one ``error:`` line (status 2), as the clear-* commands end: before
     fairseq logs its config and builds the task, whose traceback would bury the line."""
+    _check_task_data(getattr(cfg.task, "_name", None), cfg.task)
+
+
+def check_parsed_data(args) -> None:
+    """check_data on fairseq-train's parsed arguments (the task's options are attributes of them)."""
+    _check_task_data(getattr(args, "task", None), args)
+
+
+def _check_task_data(name, task_cfg) -> None:
     from fairseq.tasks import TASK_REGISTRY
 
-    from ..tasks.contrastive import ContrastiveTask, TaskConfigError
-
-    task = TASK_REGISTRY.get(getattr(cfg.task, "_name", None))
-    if not (isinstance(task, type) and issubclass(task, ContrastiveTask)) or not getattr(cfg.task, "data", None):
+    # the plugin's tasks name what their DATA lacks (ContrastiveTask.data_error; fairseq's own
+    # tasks have none): found in fairseq's registry, as the fixes never import the tasks
+    data_error = getattr(TASK_REGISTRY.get(name), "data_error", None)
+    if data_error is None or not getattr(task_cfg, "data", None):
         return
-    try:
-        task.dictionary_for(cfg.task)
-    except TaskConfigError as e:  # not a damaged dict.txt: that stays the task's error, named as fairseq builds it
-        print(f"error: {e}", file=sys.stderr)
+    message = data_error(task_cfg)
+    if message:
+        print(f"error: {message}", file=sys.stderr)
         sys.exit(2)
 
 
@@ -92,3 +102,17 @@ def install():
         return call_main
 
     _patching.replace(distributed_utils, "call_main", make)
+
+    import fairseq_cli.train  # fairseq-train calls the name it imported from fairseq.dataclass.utils
+
+    def make_convert(fairseq_convert):
+        @functools.wraps(fairseq_convert)
+        def convert_namespace_to_omegaconf(args):
+            # hydra prints ~18 lines of deprecation warnings while converting: a DATA the task
+            # refuses is refused before them (check_parsed_data does nothing for fairseq's own tasks)
+            check_parsed_data(args)
+            return fairseq_convert(args)
+
+        return convert_namespace_to_omegaconf
+
+    _patching.replace(fairseq_cli.train, "convert_namespace_to_omegaconf", make_convert)

@@ -9,7 +9,7 @@ until the run ends; a second run stops there with an error naming the first (pid
 start time), before anything in the directory is written or deleted. A run whose scope opened
 later (scope.component_built: fairseq-hydra-train) takes it where it restores its checkpoint
 (checkpoint_loading.py), still before any checkpoint is read or written. Temporary files that
-this package writes (``*.tmp-save-PID-N``, ``*.tmp-copy-PID``) and whose process is gone
+this package writes (``.NAME.tmp-PID...``, ``atomic_files``) and whose process is gone
 (killed mid-save) are removed then; nothing else is. ``--no-save`` runs take no lock.
 Limits: flock is per host; on a network file system shared by several hosts the
 lock may not be seen by the other host.
@@ -24,7 +24,7 @@ import socket
 import time
 
 from . import _patching, scope
-from ._durable_io import OWN_TEMP, remove_own
+from ..atomic_files import remove_stale_tmp
 from ..errors import FairseqClearError
 
 logger = logging.getLogger(__name__)
@@ -82,28 +82,9 @@ def release_all() -> None:
         f.close()
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def remove_stale_temp_files(save_dir) -> list:
     """Remove our temporary files left by a process that no longer runs; returns their names."""
-    removed = []
-    try:
-        names = os.listdir(save_dir)
-    except FileNotFoundError:
-        return removed
-    for name in names:
-        m = OWN_TEMP.match(name)
-        if m and int(m.group("pid")) != os.getpid() and not _alive(int(m.group("pid"))):
-            remove_own(os.path.join(save_dir, name))
-            removed.append(name)
+    removed = remove_stale_tmp(save_dir, own=False)
     if removed:
         logger.info("removed %d temporary file(s) of an interrupted save in %s: %s",
                     len(removed), save_dir, ", ".join(sorted(removed)))

@@ -175,33 +175,6 @@ def component_built(cfg, what: str) -> None:
     logger.info("fairseq-clear: the plugin's fixes act in this run (from its %s on)", what)
 
 
-def _root_package() -> str:
-    # "fairseq_clear", or the module name fairseq gave the --user-dir when it is another
-    return __name__.split(".")[0]
-
-
-def plugin_names() -> dict:
-    """{"task": names, "criterion": names, "model": model and architecture names} that this
-    package registered in fairseq."""
-    from fairseq.criterions import CRITERION_REGISTRY
-    from fairseq.models import ARCH_MODEL_REGISTRY, MODEL_REGISTRY
-    from fairseq.tasks import TASK_REGISTRY
-
-    root = _root_package()
-
-    def ours(cls) -> bool:
-        module = getattr(cls, "__module__", "") or ""
-        return module == root or module.startswith(root + ".")
-
-    models = {name for name, cls in MODEL_REGISTRY.items() if ours(cls)}
-    models |= {name for name, cls in ARCH_MODEL_REGISTRY.items() if ours(cls)}
-    return {
-        "task": {name for name, cls in TASK_REGISTRY.items() if ours(cls)},
-        "criterion": {name for name, cls in CRITERION_REGISTRY.items() if ours(cls)},
-        "model": models,
-    }
-
-
 def _get(section, key) -> Optional[str]:
     if section is None:
         return None
@@ -211,6 +184,8 @@ def _get(section, key) -> Optional[str]:
 
 def names_plugin(cfg) -> bool:
     """Whether a fairseq config runs one of this package's tasks, criterions or models."""
+    from ..checkpoint_safety import plugin_names  # the lower layer: it reads the same registries
+
     names = plugin_names()
     task, criterion, model = (cfg.get(k) if hasattr(cfg, "get") else getattr(cfg, k, None)
                               for k in ("task", "criterion", "model"))

@@ -8,7 +8,9 @@ classification heads and hub methods) plus:
 * a sentence representation: the ``<s>`` ([CLS]) output (the paper) or the mean
   of the outputs over real tokens;
 * optionally, CLSR's sentence encoder e(·) (Wu-style MLP over a frozen encoder's
-  pooled embedding, seed 003 §3), whose output then *is* the representation.
+  pooled embedding, seed 003 §3), whose output then *is* the representation;
+* optionally, InfoCSE's decoder (``--sentence-mlm-layers``): the masked sentence's tokens
+  predicted from its sentence vector (:meth:`ClearRobertaModel.sentence_mlm_output`).
 
 The heads exist only when the task trains contrastively. Fine-tuning a CLEAR
 checkpoint with fairseq's ``sentence_prediction`` task therefore builds a plain
@@ -36,7 +38,7 @@ from .. import paper_defaults
 from ..vocabulary import APPENDED_SYMBOLS
 from .errors import DictionarySizeError  # noqa: F401  (re-exported)
 from .pooling import (  # noqa: F401  (re-exported)
-    HEAD_CHOICES, POOLING_CHOICES, PRETRAINED_KINDS, check_head_name, own_pooling, pool)
+    HEAD_CHOICES, POOLING_CHOICES, PRETRAINED_KINDS, SIMILARITY_FUNCTIONS, check_head_name, own_pooling, pool)
 from ..errors import FairseqClearError
 
 logger = logging.getLogger(__name__)
@@ -97,6 +99,29 @@ class ProjectionHead(nn.Module):
                 x = self.activation_fn(x)
             x = layer(x)
         return self.output_activation_fn(x)
+
+
+class SentenceDecoderError(FairseqClearError, ValueError):
+    """--sentence-mlm-layers that cannot build InfoCSE's decoder; the message names the option."""
+
+
+class SentenceDecoder(nn.Module):
+    """InfoCSE's MLM network over the sentence vector (Wu et al., Findings of EMNLP 2022; its code's
+    ``--n_head_layers 2``): ``layers`` transformer layers of the encoder's sizes (post-LN, as RoBERTa)."""
+
+    def __init__(self, args, layers):
+        super().__init__()
+        self.layers = nn.ModuleList(
+            nn.TransformerEncoderLayer(args.encoder_embed_dim, args.encoder_attention_heads,
+                                       args.encoder_ffn_embed_dim, args.dropout,
+                                       activation=utils.get_activation_fn(args.activation_fn),
+                                       layer_norm_eps=args.layernorm_eps, batch_first=True)
+            for _ in range(layers))
+
+    def forward(self, x, padding_mask):
+        for layer in self.layers:
+            x = layer(x, src_key_padding_mask=padding_mask)
+        return x
 
 
 class SentenceMLP(nn.Module):
@@ -196,10 +221,44 @@ class ClearRobertaModel(RobertaModel):
             "the default --sentence-pooling of training and embedding",
         )
         parser.add_argument(
+            "--sentence-max-length",
+            type=int,
+            help="the starting model's sentence-transformers max_seq_length (recorded by clear-import-hf): "
+            "embed(), clear-embed and clear-export-hf truncate sentences to this many tokens, <s> and </s> "
+            "included (default: none, the model's --max-positions)",
+        )
+        parser.add_argument(
+            "--sentence-lowercase",
+            action="store_true",
+            help="the starting model lower-cases its input (sentence-transformers' do_lower_case, recorded by "
+            "clear-import-hf): embed(), clear-embed and clear-export-hf keep it",
+        )
+        parser.add_argument(
+            "--sentence-similarity",
+            choices=SIMILARITY_FUNCTIONS,
+            help="the starting model's sentence-transformers similarity_fn_name (recorded by clear-import-hf): "
+            "the hub's similarity() and search() score with it, clear-export-hf writes it back for "
+            "sentence-transformers' similarity() (default: none, cosine)",
+        )
+        parser.add_argument(
+            "--sentence-prompts",
+            help="the starting model's sentence-transformers prompts and default_prompt_name, as one word "
+            "(JSON, percent-encoded: written by clear-import-hf): embed(), clear-embed, clear-eval-sts and "
+            "--sts-validation put the default prompt before every sentence; clear-export-hf writes them back "
+            "(default: none)",
+        )
+        parser.add_argument(
             "--layernorm-eps",
             type=float,
             help="epsilon of every layer norm (default: 1e-5, fairseq's and RoBERTa's; BERT uses "
             "1e-12: clear-import-hf sets it from config.json)",
+        )
+        parser.add_argument(
+            "--sentence-mlm-layers",
+            type=int,
+            help="InfoCSE's sentence-conditioned MLM (Wu et al. 2022): build a decoder of this many "
+            "transformer layers (1 or 2; InfoCSE: 2) that predicts the masked tokens of a view from its "
+            "sentence vector; trained by the criterion's --sentence-mlm-weight (default: 0, no decoder)",
         )
 
     def __init__(self, args, encoder, contrastive: bool = False):
@@ -221,6 +280,10 @@ class ClearRobertaModel(RobertaModel):
                 args.projection_layers,
                 args.projection_output_activation_fn,
             )
+        # built last: the other modules' initialisation draws the same numbers with or without it
+        self.sentence_decoder = None
+        if contrastive and args.sentence_mlm_layers > 0:
+            self.sentence_decoder = SentenceDecoder(args, args.sentence_mlm_layers)
         if args.freeze_encoder:
             for p in self.encoder.parameters():
                 p.requires_grad_(False)
@@ -241,6 +304,12 @@ class ClearRobertaModel(RobertaModel):
         paper_defaults.fill(args, paper_defaults.MODEL_OPTIONS, "clear", "model", quiet=True)
         if args.projection_layers < 0:
             raise ValueError(f"--projection-layers must be >= 0, got {args.projection_layers}")
+        if args.sentence_mlm_layers not in (0, 1, 2):
+            raise SentenceDecoderError(f"--sentence-mlm-layers must be 0, 1 or 2, got {args.sentence_mlm_layers}")
+        if args.sentence_mlm_layers and (args.sentence_mlp_dim or args.encoder_embed_dim) != args.encoder_embed_dim:
+            raise SentenceDecoderError(f"--sentence-mlm-layers puts the sentence vector in place of a token "
+                                       f"embedding: --sentence-mlp-dim {args.sentence_mlp_dim} must be "
+                                       f"--encoder-embed-dim {args.encoder_embed_dim}")
         if not safe_hasattr(args, "max_positions"):
             if not safe_hasattr(args, "tokens_per_sample"):
                 args.tokens_per_sample = task.max_positions()
@@ -330,6 +399,19 @@ class ClearRobertaModel(RobertaModel):
             raise ValueError("project=True goes through CLSR's e; apply_sentence_mlp=False cannot skip it")
         return self.represent(features, padding_mask, pooling, head)
 
+    def sentence_mlm_output(self, src_tokens, masked_tokens, masked):
+        """InfoCSE's MLM through the sentence vector: the LM head's logits at the ``masked`` positions of
+        ``masked_tokens`` (``src_tokens`` with those replaced by <mask>), from the decoder over the
+        sentence vector of ``src_tokens`` (the representation, before the projection head: InfoCSE's
+        last-layer [CLS]) in place of <s>, then the masked sentence's token embeddings. These are
+        constants, as InfoCSE's frozen lower layers: the term reaches the encoder through the vector."""
+        s = self.sentence_representation(src_tokens)
+        with torch.no_grad():
+            x, _ = self.encoder.sentence_encoder.forward_embedding(masked_tokens)
+        x = torch.cat([s.unsqueeze(1).type_as(x), x[:, 1:]], dim=1)
+        x = self.sentence_decoder(x, masked_tokens.eq(self.encoder.dictionary.pad()))
+        return self.encoder.lm_head(x, masked_tokens=masked)
+
     # ---- seed 004's task heads (models/multitask_heads.py), kept as named classification heads
     def register_multitask_heads(self, num_classes: int, hidden_dim: int, dropout: float,
                                  sharing: str = "first-layer", tasks=None):
@@ -361,15 +443,19 @@ class ClearRobertaModel(RobertaModel):
         return apply_head(head, x.type_as(head.dense.weight))
 
     def forward(self, src_tokens, features_only=False, return_all_hiddens=False,
-                classification_head_name=None, contrastive=False, multitask_head=None, **kwargs):
+                classification_head_name=None, contrastive=False, multitask_head=None, sentence_mlm=None,
+                **kwargs):
         """``contrastive=True`` returns the vectors the contrastive loss compares;
-        ``multitask_head=NAME`` the output of seed 004's head NAME (:meth:`multitask_output`).
+        ``multitask_head=NAME`` the output of seed 004's head NAME (:meth:`multitask_output`);
+        ``sentence_mlm=(masked_tokens, masked)`` InfoCSE's logits (:meth:`sentence_mlm_output`).
 
         Going through ``forward`` (rather than a helper method) keeps the call
         inside DistributedDataParallel's bookkeeping.
         """
         if multitask_head is not None:
             return self.multitask_output(src_tokens, multitask_head), {}
+        if sentence_mlm is not None:
+            return self.sentence_mlm_output(src_tokens, *sentence_mlm), {}
         if contrastive:
             z = self.sentence_representation(
                 src_tokens, project=self.projection_head is not None
@@ -386,9 +472,10 @@ class ClearRobertaModel(RobertaModel):
     def upgrade_state_dict_named(self, state_dict, name):
         super().upgrade_state_dict_named(state_dict, name)
         prefix = name + "." if name != "" else ""
+        keep_encoder_layers(self.args, state_dict, prefix)
         check_encoder_shapes(self, state_dict, prefix)
         reconcile_dictionary_rows(self.encoder.dictionary, state_dict, prefix)
-        for module_name in ("projection_head", "sentence_mlp"):
+        for module_name in ("projection_head", "sentence_mlp", "sentence_decoder"):
             module = getattr(self, module_name)
             key_prefix = prefix + module_name + "."
             if module is None:
@@ -499,6 +586,35 @@ class EncoderShapeError(FairseqClearError, ValueError):
     """The checkpoint's encoder has other sizes than the model built from the options."""
 
 
+def keep_encoder_layers(args, state_dict, prefix=""):
+    """--encoder-layers-to-keep: the checkpoint's encoder cut to those layers, renumbered from 0 (a student
+    started from a teacher's first layers). fairseq's prune_state_dict would cut after this upgrade, but it
+    also drops every other key holding ".layers.N." (the projection head's), so the cut is made here and the
+    option cleared, as prune_state_dict clears it (the model saved has its own layers alone)."""
+    keep = getattr(args, "encoder_layers_to_keep", None)
+    if not keep:
+        return
+    enc = prefix + "encoder.sentence_encoder.layers."
+    held = {k: state_dict.pop(k) for k in [k for k in state_dict if k.startswith(enc)]}
+    if not held:  # a checkpoint without this encoder's layers: nothing to cut
+        return
+    found = {int(k[len(enc):].split(".")[0]) for k in held}
+    kept = sorted({int(i) for i in str(keep).split(",")})
+    if found == set(range(len(kept))):  # already cut (a resume of the student): as it is
+        state_dict.update(held)
+        args.encoder_layers_to_keep = None
+        return
+    if not set(kept) <= found:
+        raise EncoderShapeError(f"--encoder-layers-to-keep {keep}: the checkpoint's encoder has {len(found)} layers "
+                                f"(0..{max(found)})")
+    number = {i: j for j, i in enumerate(kept)}
+    for k, v in held.items():
+        layer, rest = k[len(enc):].split(".", 1)
+        if int(layer) in number:
+            state_dict[f"{enc}{number[int(layer)]}.{rest}"] = v
+    args.encoder_layers_to_keep = None
+
+
 def check_encoder_shapes(model, state_dict, prefix=""):
     """Name the options when a checkpoint's encoder sizes differ (torch would list tensors)."""
     args = model.args
@@ -541,6 +657,11 @@ def base_clear_architecture(args):
     args.sentence_normalize = bool(safe_getattr(args, "sentence_normalize", False))
     args.pretrained_kind = safe_getattr(args, "pretrained_kind", None)
     args.pretrained_pooling = safe_getattr(args, "pretrained_pooling", None)
+    args.sentence_max_length = safe_getattr(args, "sentence_max_length", None)
+    args.sentence_lowercase = bool(safe_getattr(args, "sentence_lowercase", False))
+    args.sentence_similarity = safe_getattr(args, "sentence_similarity", None)
+    args.sentence_prompts = safe_getattr(args, "sentence_prompts", None)
+    args.sentence_mlm_layers = safe_getattr(args, "sentence_mlm_layers", None) or 0
     base_architecture(args)
 
 

@@ -23,14 +23,17 @@ import torch
 from fairseq.models.roberta.hub_interface import RobertaHubInterface
 
 from .. import vocabulary
-from ..tasks.contrastive import inference_overrides
 from ..vocabulary import DictionaryEncoder
 from .inference import (
+    PromptsError,
     SentencepieceDictionaryEncoder,
     check_pooling,
     check_sentences,
     embed_tokens,
+    encode_sentences,
     output_dim,
+    read_prompts_word,
+    sentence_input,
 )
 from ..errors import FairseqClearError
 
@@ -107,6 +110,34 @@ class ClearHubInterface(RobertaHubInterface):
         return matryoshka_dims_of(self.cfg)
 
     @property
+    def max_length(self) -> int:
+        """Tokens a sentence is truncated to, <s> and </s> included: the model's positions, or fewer where the
+        starting model's sentence-transformers max_seq_length says so (``--sentence-max-length``)."""
+        return sentence_input(self.model).max_length
+
+    @property
+    def lowercase(self) -> bool:
+        """Whether sentences are lower-cased first (sentence-transformers' do_lower_case, ``--sentence-lowercase``)."""
+        return sentence_input(self.model).lowercase
+
+    @property
+    def prompt(self) -> str:
+        """The default prompt put before every sentence (sentence-transformers' default_prompt_name, recorded
+        by clear-import-hf in ``--sentence-prompts``); '' when none."""
+        return sentence_input(self.model).prompt
+
+    @property
+    def prompts(self) -> dict:
+        """``(prompts, default prompt name)`` of the starting model's config_sentence_transformers.json."""
+        return read_prompts_word(getattr(self.model.args, "sentence_prompts", None))
+
+    @property
+    def similarity_fn_name(self) -> str:
+        """sentence-transformers' similarity function of the model (``--sentence-similarity``; default cosine):
+        what :meth:`similarity` and :meth:`search` score with."""
+        return getattr(self.model.args, "sentence_similarity", None) or "cosine"
+
+    @property
     def default_normalize(self) -> bool:
         """Whether the model's own vectors are unit length (``--sentence-normalize``)."""
         return bool(getattr(self.model.args, "sentence_normalize", False))
@@ -123,14 +154,17 @@ class ClearHubInterface(RobertaHubInterface):
         device: Optional[str] = None,
         precision: str = "fp32",
         truncate_dim: Optional[int] = None,
+        quantize: Optional[str] = None,
+        quantize_ranges=None,
     ):
         """Sentence vectors, in the order given (sentence-transformers' ``encode()`` style).
 
         Args:
             sentences: a list of str (or one str, which gives one vector). ``''``
                 is embedded as ``<s></s>``.
-            pooling: ``cls`` (the ``<s>`` output, CLEAR) or ``mean`` (over all
-                tokens, ``<s>``/``</s>`` included); default: the model's
+            pooling: ``cls`` (the ``<s>`` output, CLEAR), ``mean`` (over all
+                tokens, ``<s>``/``</s>`` included) or another name of ``models.pooling.POOLINGS``
+                (sentence-transformers' modes); default: the model's
                 ``--sentence-pooling``.
             batch_size: sentences per forward pass (batches are made of sentences
                 of similar length, then the input order is restored).
@@ -151,13 +185,21 @@ class ClearHubInterface(RobertaHubInterface):
                 ``hub.cuda()`` and ``hub.half()`` work as for any fairseq hub.
             precision: ``fp32`` (default), ``bf16`` (autocast; CPU or GPU) or ``fp16``
                 (autocast; GPU only). Vectors are returned as float32 either way; bf16
-                differs from fp32 by about 1e-2 at most (measured in benchmarks/bench_embed_precision.py).
+                differs from fp32 by about 1e-2 at most (benchmarks/bench_embed.py, BENCHMARKS.md section 5b).
             truncate_dim: keep the first this many dimensions (sentence-transformers'
                 ``truncate_dim``), before ``normalize``; meant for a model trained with
                 ``--matryoshka-dims`` (``self.matryoshka_dims``); default: all.
+            quantize: ``int8``, ``uint8``, ``binary`` or ``ubinary``: the vectors (after
+                ``normalize``) as sentence-transformers' ``quantize_embeddings`` gives them
+                (int8/uint8 arrays; binary: 8 dimensions a byte); default: float32.
+            quantize_ranges: int8/uint8's per-dimension (2, dim) minima and maxima
+                (``fairseq_clear.quantization.calibration_ranges`` of a corpus); default: those
+                of the sentences given, as sentence-transformers' ``encode(precision=...)``.
 
-        Sentences longer than the model's maximum positions are truncated; a
-        warning gives the count, also kept in ``self.num_truncated``.
+        Sentences longer than ``self.max_length`` tokens are truncated; a warning gives the
+        count, also kept in ``self.num_truncated``. A model with a default prompt (``self.prompt``) puts it
+        before every sentence, and one that lower-cases its input (``self.lowercase``) then lower-cases
+        both, as sentence-transformers' ``encode()`` does (``models.inference.encode_sentences``).
         """
         single = isinstance(sentences, str)
         sentences = check_sentences([sentences] if single else sentences)
@@ -167,6 +209,15 @@ class ClearHubInterface(RobertaHubInterface):
         check_pooling(pooling)
         full = self.model.representation_dim(head)  # raises for an unknown or missing head
         check_truncate_dim(truncate_dim, full)
+        if quantize is not None:
+            from ..quantization import QuantizationError, check_precision, check_ranges
+
+            check_precision(quantize)
+            if quantize_ranges is not None:  # before any work
+                quantize_ranges = check_ranges(quantize_ranges, truncate_dim or full, "quantize_ranges")
+            elif quantize in ("int8", "uint8") and len(sentences) < 2:
+                raise QuantizationError(f"quantize={quantize!r} of {len(sentences)} sentence(s) needs "
+                                        "quantize_ranges (calibrated on a corpus): one vector has no range")
         if convert_to not in CONVERT_CHOICES:
             raise ValueError(f"unknown convert_to '{convert_to}', choose from {CONVERT_CHOICES}")
         if precision not in PRECISION_CHOICES:
@@ -176,11 +227,11 @@ class ClearHubInterface(RobertaHubInterface):
         model_device = next(self.model.parameters()).device
         if precision == "fp16" and model_device.type != "cuda":
             raise ValueError("precision='fp16' needs a CUDA device (pass device='cuda'); on CPU use 'bf16'")
-        max_positions = self.model.max_positions()
-        tokens, self.num_truncated = self.tokenizer.encode_counted(sentences, max_positions=max_positions)
+        max_positions = self.max_length
+        tokens, self.num_truncated = encode_sentences(self.tokenizer, self.model, sentences)
         if self.num_truncated:
             logger.warning(
-                "embed: truncated %d of %d sentences longer than the model's %d positions "
+                "embed: truncated %d of %d sentences longer than the model's %d tokens "
                 "(%d pieces + <s> and </s>)",
                 self.num_truncated, len(sentences), max_positions, max_positions - 2,
             )
@@ -203,6 +254,10 @@ class ClearHubInterface(RobertaHubInterface):
             from ..search import unit_rows
 
             vectors = unit_rows(vectors, "sentences")  # scale-safe, as search and similarity
+        if quantize is not None:
+            from ..quantization import quantize as quantized
+
+            vectors = torch.from_numpy(quantized(vectors.numpy(), quantize, quantize_ranges))
         if single:
             vectors = vectors[0]
         if convert_to == "torch":
@@ -211,44 +266,70 @@ class ClearHubInterface(RobertaHubInterface):
 
     def search(self, queries, corpus, top_k: int = 10, **embed_kwargs):
         """The ``top_k`` best matches in ``corpus`` (sentences or vectors) of each query, best first,
-        as ``[{'corpus_id': i, 'score': cosine}, ...]`` per query (sentence-transformers' format).
-        Vectors holding NaN or Inf (given, or embedded by a broken model) are refused naming
+        as ``[{'corpus_id': i, 'score': s}, ...]`` per query (sentence-transformers' format), scored by
+        the model's similarity function (:attr:`similarity_fn_name`: cosine unless the starting model
+        had another). Vectors holding NaN or Inf (given, or embedded by a broken model) are refused naming
         ``queries`` or ``corpus`` and their rows, so every score is finite."""
         from ..search import check_count, semantic_search
 
         check_count("top_k", top_k)  # before embedding anything
         qv, _ = self._as_vectors(queries, "queries", embed_kwargs)
         cv, _ = self._as_vectors(corpus, "corpus", embed_kwargs)
-        return semantic_search(qv, cv, top_k=top_k)
+        if self.similarity_fn_name == "cosine":
+            return semantic_search(qv, cv, top_k=top_k)
+        self._check_widths(qv, cv, "queries", "corpus")
+        results = []
+        for start in range(0, qv.size(0), 100):  # a block of queries against the corpus at a time
+            scores, ids = self._similarities(qv[start:start + 100], cv).topk(min(top_k, cv.size(0)), dim=1)
+            results += [[{"corpus_id": int(i), "score": float(v)} for v, i in zip(row_s, row_i)]
+                        for row_s, row_i in zip(scores.tolist(), ids.tolist())]
+        return results
 
     def similarity(self, a, b, pairwise: bool = False, **embed_kwargs):
-        """Cosine similarity of sentences or vectors.
+        """The model's similarity of sentences or vectors: cosine, or the starting model's
+        sentence-transformers similarity function (:attr:`similarity_fn_name`: ``dot``, ``euclidean`` and
+        ``manhattan`` score as sentence-transformers' ``similarity()``, the distances negated).
 
         ``a`` and ``b`` are each a str, a list of str, or vectors (numpy or
         torch, 1-D or 2-D); strings are embedded with ``embed(**embed_kwargs)``.
         Two single items give a float; otherwise an (len(a), len(b)) numpy
         matrix, or with ``pairwise=True`` the (n,) similarities of a[i] and b[i].
-        A zero vector has similarity 0 with anything; a vector holding NaN or Inf
+        A zero vector has cosine similarity 0 with anything; a vector holding NaN or Inf
         is refused (an error naming ``a`` or ``b`` and its rows).
         """
         from ..search import SearchInputError
 
         va, single_a = self._as_vectors(a, "a", embed_kwargs)
         vb, single_b = self._as_vectors(b, "b", embed_kwargs)
-        if va.size(1) != vb.size(1):
-            raise SearchInputError(f"a has {va.size(1)}-dimensional vectors but b has {vb.size(1)}")
+        self._check_widths(va, vb, "a", "b")
         if pairwise:
             if va.size(0) != vb.size(0):
                 raise SearchInputError(f"pairwise=True needs as many a as b, got {va.size(0)} and {vb.size(0)}")
-            return (va * vb).sum(-1).numpy()
-        sims = va @ vb.T
+            return self._similarities(va, vb, pairwise=True).numpy()
+        sims = self._similarities(va, vb)
         if single_a and single_b:
             return float(sims[0, 0])
         return sims.numpy()
 
+    @staticmethod
+    def _check_widths(va, vb, a, b):
+        from ..search import SearchInputError
+
+        if va.size(1) != vb.size(1):
+            raise SearchInputError(f"{a} has {va.size(1)}-dimensional vectors but {b} has {vb.size(1)}")
+
+    def _similarities(self, va, vb, pairwise: bool = False) -> torch.Tensor:
+        """sentence-transformers' SimilarityFunction of the model on rows from :meth:`_as_vectors`."""
+        name = self.similarity_fn_name
+        if name in ("cosine", "dot"):  # cosine: the rows are unit length already
+            return (va * vb).sum(-1) if pairwise else va @ vb.T
+        p = 2 if name == "euclidean" else 1
+        return -torch.linalg.vector_norm(va - vb, ord=p, dim=-1) if pairwise else -torch.cdist(va, vb, p=p)
+
     def _as_vectors(self, x, name, embed_kwargs):
-        """``(unit vectors, single)`` of ``x``: sentences are embedded, vectors taken as given; rows
-        holding NaN or Inf are refused naming ``name`` (search.unit_rows)."""
+        """``(vectors, single)`` of ``x``: sentences are embedded, vectors taken as given; rows
+        holding NaN or Inf are refused naming ``name`` (search.unit_rows). The rows are unit length for a
+        cosine model (:attr:`similarity_fn_name`), as they are (float32) for the others."""
         from ..search import SearchTypeError, unit_rows
 
         if isinstance(x, (bytes, bytearray, dict)) or not hasattr(x, "__iter__"):
@@ -271,7 +352,11 @@ class ClearHubInterface(RobertaHubInterface):
             x = self.embed(x, **dict(embed_kwargs, convert_to="torch")).detach().cpu()
         elif isinstance(x, torch.Tensor):
             x = x.detach().cpu()
-        return unit_rows(x, name), single
+        unit = unit_rows(x, name)  # the check of every row, whatever the similarity
+        if self.similarity_fn_name == "cosine":
+            return unit, single
+        raw = (x if isinstance(x, torch.Tensor) else torch.from_numpy(np.asarray(x))).float()
+        return raw.reshape(-1, unit.size(1)), single
 
 
 class TruncateDimError(FairseqClearError, ValueError):
@@ -288,7 +373,7 @@ def check_truncate_dim(truncate_dim, full: int) -> None:
 def matryoshka_dims_of(cfg, full: Optional[int] = None) -> List[int]:
     """``--matryoshka-dims`` of a checkpoint's config (largest first; [] when none), read as training
     reads the option; with ``full``, each size must be at most that (the trained vectors' size)."""
-    from ..criterions.clear_config import matryoshka
+    from ..losses import matryoshka
 
     criterion = cfg.get("criterion", None) if hasattr(cfg, "get") else getattr(cfg, "criterion", None)
     text = criterion.get("matryoshka_dims", "") if hasattr(criterion, "get") else getattr(criterion, "matryoshka_dims", "")
@@ -297,6 +382,19 @@ def matryoshka_dims_of(cfg, full: Optional[int] = None) -> List[int]:
         raise HubLoadError(f"--matryoshka-dims {text}: the largest size is more than the {full} dimensions of the "
                            "vectors it was trained on")
     return dims or []
+
+
+def _inference_overrides() -> dict:
+    """Every registered task's training-only options with their inference values (each class's
+    ``inference_overrides``, its bases' included); read from fairseq's registry, where importing
+    the package put the tasks, so that the model layer never imports the tasks."""
+    from fairseq.tasks import TASK_REGISTRY
+
+    out = {}
+    for task in TASK_REGISTRY.values():
+        for cls in reversed(getattr(task, "__mro__", ())):
+            out.update(vars(cls).get("inference_overrides") or {})
+    return out
 
 
 def _check_device(device) -> torch.device:
@@ -450,7 +548,7 @@ def from_pretrained(
         raise HubLoadError(str(e)) from None
 
     # training-only task options may name files of the training machine (tasks/contrastive.py)
-    overrides = inference_overrides()
+    overrides = _inference_overrides()
     overrides.update(kwargs)
     overrides.update(data=data_dir, load_checkpoint_heads=True, **tokenizer.fairseq_bpe())
     from fairseq import tasks
@@ -473,6 +571,10 @@ def from_pretrained(
         matryoshka_dims_of(cfg, model.representation_dim(head))
     except FairseqClearError as e:
         raise HubLoadError(f"{checkpoint_path}: its config's criterion option {e}") from None
+    try:
+        sentence_input(model)  # --sentence-prompts, which every embed() reads
+    except PromptsError as e:
+        raise HubLoadError(f"{checkpoint_path}: its config's {e}") from None
     hub = ClearHubInterface(cfg, task, model, tokenizer)
     hub.checkpoint_path = checkpoint_path  # what the export's model card reads the training options from
     hub.eval()  # inference is what the hub is for; hub.train() turns dropout back on

@@ -14,9 +14,11 @@ pieces themselves. That gives exactly the ids of fairseq's
 """
 
 import contextlib
+import json
 import logging
 import os
-from typing import Dict, List, Sequence
+import re
+from typing import Dict, List, NamedTuple, Sequence
 
 import numpy as np
 import torch
@@ -37,6 +39,74 @@ class SentencepieceDictionaryEncoder(DictionaryEncoder):
             raise FileNotFoundError(f"sentencepiece model '{sentencepiece_model}' does not exist")
         super().__init__(vocabulary.SentencepieceTokenizer(sentencepiece_model), dictionary)
         self.sp = self.tokenizer.sp
+
+
+class PromptsError(FairseqClearError, ValueError):
+    """A ``--sentence-prompts`` value that is not the word :func:`prompts_word` writes."""
+
+
+def prompts_word(prompts: Dict[str, str], default_name=None) -> str:
+    """sentence-transformers' prompts and default prompt name as one command-line word
+    (``--sentence-prompts``): JSON, every byte but ASCII letters and digits as %XX. fairseq_args.txt and
+    the recipes join options with spaces, and a prompt ("query: ") has spaces; this word has none, and
+    no '-' to pass for an option."""
+    text = json.dumps({"prompts": dict(prompts), "default_prompt_name": default_name}, sort_keys=True,
+                      separators=(",", ":"))
+    return "".join(chr(b) if chr(b).isascii() and chr(b).isalnum() else f"%{b:02X}" for b in text.encode("utf-8"))
+
+
+def read_prompts_word(word: str):
+    """``(prompts, default prompt name)`` of a :func:`prompts_word`; ``({}, None)`` for none."""
+    from urllib.parse import unquote
+
+    if not word:
+        return {}, None
+    try:
+        if re.fullmatch(r"([A-Za-z0-9]|%[0-9A-F]{2})*", word) is None:
+            raise ValueError("not a %XX-encoded word")
+        value = json.loads(unquote(word, errors="strict"))
+        prompts, name = value["prompts"], value["default_prompt_name"]
+        if not all(isinstance(k, str) and isinstance(v, str) for k, v in prompts.items()) or \
+                (name is not None and name not in prompts):
+            raise ValueError("not a str -> str dict with its default's name")
+    except (ValueError, TypeError, KeyError, AttributeError) as e:
+        raise PromptsError(f"--sentence-prompts {word[:60]!r} is not a word written by clear-import-hf: {e}") from None
+    return prompts, name
+
+
+class SentenceInput(NamedTuple):
+    """What a model does to a sentence before its tokens (sentence-transformers' Transformer module, as
+    clear-import-hf recorded it): the default prompt put in front, lower-casing, the length it is cut to."""
+
+    prompt: str
+    lowercase: bool
+    max_length: int
+
+    def texts(self, sentences: Sequence[str]) -> List[str]:
+        # as encode(): the prompt first, then the Transformer module lower-cases prompt and sentence alike
+        sentences = [self.prompt + s for s in sentences] if self.prompt else list(sentences)
+        return [s.lower() for s in sentences] if self.lowercase else sentences
+
+
+def sentence_input(model) -> SentenceInput:
+    """The model's :class:`SentenceInput`: its options ``--sentence-prompts`` (the default prompt),
+    ``--sentence-lowercase`` and ``--sentence-max-length`` (at most its positions)."""
+    args = model.args
+    prompts, name = read_prompts_word(getattr(args, "sentence_prompts", None))
+    own = getattr(args, "sentence_max_length", None)
+    positions = model.max_positions()
+    return SentenceInput(prompts.get(name, "") if name else "", bool(getattr(args, "sentence_lowercase", False)),
+                         min(positions, own) if own else positions)
+
+
+def encode_sentences(encoder: DictionaryEncoder, model, sentences: Sequence[str], prompt: bool = True):
+    """``(tokens, how many were truncated)`` of ``sentences`` as ``model`` reads them (:func:`sentence_input`):
+    the one tokenisation of embed(), clear-embed, clear-eval-sts and the STS validation. ``prompt=False``:
+    without the default prompt (the export compares its tokenizer's ids, which never hold one)."""
+    settings = sentence_input(model)
+    if not prompt:
+        settings = settings._replace(prompt="")
+    return encoder.encode_counted(settings.texts(sentences), max_positions=settings.max_length)
 
 
 def check_sentences(sentences, what: str = "sentences") -> List[str]:

@@ -6,22 +6,75 @@ CLIs can name poolings and heads without importing the model (no import cycle).
 
 import contextlib
 import logging
+from typing import Callable, NamedTuple
 
 import torch
 
 logger = logging.getLogger(__name__)
 
-POOLING_CHOICES = ("cls", "mean")
+
+def _mean(features, keep):
+    return (features * keep).sum(1) / keep.sum(1).clamp(min=1)
+
+
+def _max(features, keep):
+    return features.masked_fill(keep == 0, float("-inf")).max(dim=1).values
+
+
+def _weighted_mean(features, keep):
+    # weight = position (1, 2, ...): right-padded rows, so the first token weighs 1 as in sentence-transformers
+    weights = keep * torch.arange(1, features.size(1) + 1, device=features.device, dtype=keep.dtype).view(1, -1, 1)
+    return (features * weights).sum(1) / weights.sum(1).clamp(min=1e-9)
+
+
+def _last_token(features, keep):
+    last = keep.squeeze(-1).sum(1).long().clamp(min=1) - 1  # right-padded: </s>
+    return features[torch.arange(features.size(0), device=features.device), last]
+
+
+class PoolingMode(NamedTuple):
+    """One pooling: its sentence-transformers ``Pooling`` mode (the export writes it, the import reads it
+    back), the function (``features`` B x T x C, ``keep`` B x T x 1: 1 for a token, 0 for padding), and
+    the same in the model card's transformers-alone snippet (``hidden``, ``mask``: B x T x 1 float)."""
+
+    st_mode: str
+    fn: Callable
+    snippet: str
+
+
+#: the one table of poolings: the model, embed(), the import, the export and the model card read it
+POOLINGS = {
+    "cls": PoolingMode("cls", lambda features, keep: features[:, 0], "hidden[:, 0]  # [CLS] / <s>"),
+    "mean": PoolingMode("mean", _mean, "(hidden * mask).sum(1) / mask.sum(1)"),
+    "max": PoolingMode("max", _max, "hidden.masked_fill(mask == 0, float('-inf')).max(dim=1).values"),
+    "mean_sqrt_len_tokens": PoolingMode("mean_sqrt_len_tokens",
+                                    lambda features, keep: (features * keep).sum(1) / keep.sum(1).clamp(min=1).sqrt(),
+                                    "(hidden * mask).sum(1) / mask.sum(1).sqrt()"),
+    "weightedmean": PoolingMode("weightedmean", _weighted_mean,
+                            "(hidden * mask * torch.arange(1, hidden.size(1) + 1).view(1, -1, 1)).sum(1) / "
+                            "(mask * torch.arange(1, hidden.size(1) + 1).view(1, -1, 1)).sum(1)"),
+    "lasttoken": PoolingMode("lasttoken", _last_token,
+                         "hidden[torch.arange(hidden.size(0)), mask.squeeze(-1).sum(1).long() - 1]  # </s> / [SEP]"),
+}
+#: the names the options take: a live view of the table (a pooling added to it is accepted everywhere)
+POOLING_CHOICES = POOLINGS.keys()
 #: what ``head`` selects: the model's sentence representation (CLSR's e applied when
 #: the model has it), the pooled encoder output only, or the projection head g's output
 HEAD_CHOICES = ("representation", "pooled", "projection")
 #: --pretrained-kind: what clear-import-hf imported (the recipes pick continued-training values by it)
 PRETRAINED_KINDS = ("encoder", "sentence-embedding")
+#: sentence-transformers' similarity_fn_name values for one vector per sentence (--sentence-similarity)
+SIMILARITY_FUNCTIONS = ("cosine", "dot", "euclidean", "manhattan")
 
 
 def check_pooling(pooling: str):
-    if pooling not in POOLING_CHOICES:
-        raise ValueError(f"unknown pooling '{pooling}', choose from {POOLING_CHOICES}")
+    if pooling not in POOLINGS:
+        raise ValueError(f"unknown pooling '{pooling}', choose from {', '.join(POOLINGS)}")
+
+
+def from_st_mode(st_mode: str):
+    """Our pooling for a sentence-transformers Pooling mode; None when we have none."""
+    return next((name for name, p in POOLINGS.items() if p.st_mode == st_mode), None)
 
 
 def check_head_name(head: str):
@@ -30,18 +83,13 @@ def check_head_name(head: str):
 
 
 def pool(features: torch.Tensor, padding_mask: torch.Tensor, pooling: str) -> torch.Tensor:
-    """Sentence vectors from ``features`` (B x T x C).
+    """Sentence vectors from ``features`` (B x T x C, right-padded) by ``POOLINGS[pooling]``.
 
-    ``cls`` takes the ``<s>`` position; ``mean`` averages over every
-    non-padding position, ``<s>`` and ``</s>`` included (as sentence-transformers
-    does, so that exported models give the same vectors).
+    ``cls`` takes the ``<s>`` position; the others pool over every non-padding position, ``<s>``
+    and ``</s>`` included, as sentence-transformers does (so exported models give the same vectors).
     """
-    if pooling == "cls":
-        return features[:, 0]
-    if pooling == "mean":
-        keep = (~padding_mask).unsqueeze(-1).type_as(features)
-        return (features * keep).sum(1) / keep.sum(1).clamp(min=1)
-    raise ValueError(f"unknown pooling '{pooling}', choose from {POOLING_CHOICES}")
+    check_pooling(pooling)
+    return POOLINGS[pooling].fn(features, (~padding_mask).unsqueeze(-1).type_as(features))
 
 
 def pooling_source(kind) -> str:

@@ -1,4 +1,4 @@
-"""Shared pieces of the preprocessing pipeline: errors, atomic outputs, step markers,
+"""Shared pieces of the preprocessing pipeline: errors, step markers, output checks,
 bounded parallel maps and progress bars.
 
 Nothing here imports fairseq or torch, so that worker processes stay light.
@@ -6,6 +6,7 @@ Nothing here imports fairseq or torch, so that worker processes stay light.
 
 import collections
 import errno
+import gc
 import hashlib
 import json
 import logging
@@ -17,6 +18,7 @@ import tempfile
 import time
 from contextlib import contextmanager
 from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Union
+from ..atomic_files import atomic_write, remove_stale_tmp, tmp_name, write_json  # noqa: F401 (the steps' names)
 from ..errors import FairseqClearError
 
 logger = logging.getLogger(__name__)
@@ -57,69 +59,6 @@ class LineReport:
 
     def __getitem__(self, kind):
         return self.counts[kind]
-
-
-# ---- atomic outputs ---------------------------------------------------------------------
-
-def tmp_name(path: str) -> str:
-    """A temporary name beside ``path``: renamed over it only when complete."""
-    d, base = os.path.split(path)
-    return os.path.join(d, f".{base}.tmp-{os.getpid()}")
-
-
-@contextmanager
-def atomic_write(path: str, mode: str = "w", encoding: Optional[str] = "utf-8"):
-    """Write to a temporary file and rename it to ``path`` only if the block succeeds."""
-    tmp = tmp_name(path)
-    kwargs = {"encoding": encoding, "newline": "\n"} if "b" not in mode else {}
-    try:
-        with open(tmp, mode, **kwargs) as f:
-            yield f
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-
-
-def write_json(path: str, obj):
-    with atomic_write(path) as f:
-        json.dump(obj, f, indent=2, ensure_ascii=False, sort_keys=False)
-        f.write("\n")
-
-
-def remove_stale_tmp(directory: str, names=None):
-    """Remove temporary files left by a crashed run (their owner process is gone); with
-    ``names``, only those of these files (``.NAME.tmp-PID``): a directory we share with the
-    user may hold look-alikes that are not ours."""
-    if not os.path.isdir(directory):
-        return
-    for name in os.listdir(directory):
-        if names is not None and not any(name.startswith(f".{n}.tmp-") for n in names):
-            continue
-        if name.startswith(".") and ".tmp-" in name:
-            pid = name.rsplit(".tmp-", 1)[-1].split(".")[0]  # ".spm.tmp-123.model"
-            if pid.isdigit() and not _pid_alive(int(pid)):
-                path = os.path.join(directory, name)
-                if os.path.isdir(path):
-                    import shutil
-
-                    shutil.rmtree(path, ignore_errors=True)
-                else:
-                    os.unlink(path)
-
-
-def _pid_alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return False  # ours: from an earlier attempt in this process, e.g. a failed step
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 # ---- resumable steps --------------------------------------------------------------------
@@ -224,6 +163,9 @@ def ordered_parallel_map(
             yield fn(item)
         return
     max_in_flight = max_in_flight or 3 * workers
+    # forked workers share this process's objects copy-on-write; frozen, their garbage collector
+    # leaves them untouched, else it copies them page by page and memory grows with the run's length
+    gc.freeze()
     pool = _mp_context().Pool(workers, initializer=initializer, initargs=initargs)
     try:
         pending = collections.deque()
@@ -237,6 +179,7 @@ def ordered_parallel_map(
     finally:
         pool.terminate()
         pool.join()
+        gc.unfreeze()
 
 
 # ---- progress ---------------------------------------------------------------------------
@@ -431,32 +374,42 @@ class LoggedProgress:
     and one at the end."""
 
     def __init__(self, total: Optional[int], desc: str, unit: str = "rows", log: logging.Logger = logger,
-                 interval: Optional[float] = None):
+                 interval: Optional[float] = None, enabled: bool = True):
         self.total, self.desc, self.unit, self.log = total, desc, unit, log
         self.interval = PROGRESS_LOG_SECONDS if interval is None else interval
+        self.enabled = enabled
         self.done = 0
         self.start = self.last = time.time()
         tty = hasattr(sys.stderr, "isatty") and sys.stderr.isatty()
-        self.bar = progress(total, desc, unit=unit) if tty else None
+        self.bar = progress(total, desc, unit=unit) if tty and enabled else None
 
     def update(self, n: int) -> None:
         self.done += n
         if self.bar is not None:
             self.bar.update(n)
-        elif time.time() - self.last >= self.interval:
+        elif self.enabled and time.time() - self.last >= self.interval:
             self._line()
 
     def _line(self, final: bool = False) -> None:
         self.last = now = time.time()
-        of = f"/{self.total}" if self.total is not None else ""
-        rate = self.done / max(now - self.start, 1e-9)
-        self.log.info("%s: %d%s %s%s (%.0f %s/s)", self.desc, self.done, of, self.unit,
-                      f" in {now - self.start:.1f} s" if final else "", rate, self.unit)
+        seconds = max(now - self.start, 1e-9)
+        rate = self.done / seconds
+        if self.unit == "B":  # bytes of text: MB and MB/s, as the bar shows them
+            done, of, unit = f"{self.done / 1e6:.1f}", f"/{self.total / 1e6:.1f}" if self.total else "", "MB"
+            speed = f"{rate / 1e6:.2f} MB/s"
+        else:
+            done, of, unit = str(self.done), f"/{self.total}" if self.total is not None else "", self.unit
+            speed = f"{rate:.0f} {self.unit}/s"
+        eta = ""
+        if not final and self.total and rate > 0:
+            eta = f", ETA {max(self.total - self.done, 0) / rate:.0f} s"
+        self.log.info("%s: %s%s %s%s (%s%s)", self.desc, done, of, unit,
+                      f" in {seconds:.1f} s" if final else "", speed, eta)
 
     def close(self) -> None:
         if self.bar is not None:
             self.bar.close()
-        else:
+        elif self.enabled:
             self._line(final=True)
 
     def __enter__(self):

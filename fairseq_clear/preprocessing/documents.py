@@ -42,7 +42,9 @@ def _join(lines: List[str]) -> str:
     return "\n".join(lines) + "\n" if lines else ""
 
 
-def render(events) -> Rendered:
+def render(events, join=_join, blank="") -> Rendered:
+    """``join``/``blank``: how lines and the blank line between documents are written (text; the
+    direct binarizer passes ids)."""
     head: List[str] = []
     head_content = False
     it = iter(events)
@@ -53,7 +55,7 @@ def render(events) -> Rendered:
         if ev is not START:
             head.extend(ev)
     else:
-        return Rendered(head_content, _join(head), len(head), None)
+        return Rendered(head_content, join(head), len(head), None)
 
     out: List[str] = []
     docs = empty = n = 0
@@ -73,26 +75,27 @@ def render(events) -> Rendered:
             open_doc = True
             if ev:
                 if pending:
-                    out.append("")
+                    out.append(blank)
                     pending = False
                 out.extend(ev)
                 doc_sents += len(ev)
                 n += len(ev)
-    return Rendered(head_content, _join(head), len(head),
-                    Tail(_join(out), n, docs, empty, open_doc, doc_sents > 0, pending))
+    return Rendered(head_content, join(head), len(head),
+                    Tail(join(out), n, docs, empty, open_doc, doc_sents > 0, pending))
 
 
 class DocumentMerger:
-    """Joins rendered chunks, in order, into one file (``out``: a text file object)."""
+    """Joins rendered chunks, in order, into one file (``out``: a text file object, or anything
+    whose ``write`` takes what :func:`render`'s ``join`` made and ``blank``, the blank line)."""
 
-    def __init__(self, out):
-        self.out = out
+    def __init__(self, out, blank="\n"):
+        self.out, self.blank = out, blank
         self.open_doc = self.has_sentences = self.pending = False
         self.documents = self.empty_documents = self.sentences = 0
 
     def _write(self, text: str):
         if self.pending:
-            self.out.write("\n")
+            self.out.write(self.blank)
             self.pending = False
         self.out.write(text)
 

@@ -12,12 +12,14 @@ The counts in ``dict.txt`` are the pieces' frequencies in the training split
 import logging
 import os
 import random
+import time
 from typing import Dict, List, Optional
 
 import numpy as np
 
 from ..vocabulary import APPENDED_SYMBOLS, FAIRSEQ_SPECIALS
-from .common import PrepareError, atomic_write, ordered_parallel_map, progress, tmp_name
+from ..atomic_files import atomic_write, tmp_name
+from .common import LoggedProgress, PrepareError, ordered_parallel_map
 from .documents import BREAK, DocumentMerger, render
 from .text import read_blocks, split_block_lines
 
@@ -220,9 +222,9 @@ def split_ids(ids: np.ndarray, max_body: int, is_start: np.ndarray) -> List[np.n
     return out
 
 
-def encode_block(block: bytes):
-    """Worker: a block of sentence lines ('' = document break) → (rendered pieces,
-    piece counts, stats)."""
+def encode_lines(block: bytes):
+    """Worker: a block of sentence lines ('' = document break) → (events: BREAK, or the id arrays
+    of the lines one sentence becomes; piece counts; stats)."""
     w = _WORKER
     stats = dict(sentences_in=0, sentences=0, tokens=0, unk=0, unk_markers=0,
                  long_sentences_split=0, extra_lines_from_splitting=0,
@@ -230,7 +232,7 @@ def encode_block(block: bytes):
                  empty_after_encoding=0, very_long_words_cut=0)
     events = []
     all_ids = []
-    pieces, max_body = w["pieces"], w["max_body"]
+    max_body = w["max_body"]
     truncate = w["long_mode"] == "truncate"
     for line in split_block_lines(block):
         if not line:
@@ -255,19 +257,32 @@ def encode_block(block: bytes):
                 stats["extra_lines_from_splitting"] += len(parts) - 1
         else:
             parts = [arr]
-        out = []
         for part in parts:
-            out.append(" ".join([pieces[i] for i in part.tolist()]))
             all_ids.append(part)
             stats["sentences"] += 1
             stats["tokens"] += len(part)
-        events.append(out)
+        events.append(parts)
     if all_ids:
         counts = np.bincount(np.concatenate(all_ids), minlength=w["n"])
         stats["unk"] = int(counts[w["unk_ids"]].sum())
     else:
         counts = np.zeros(w["n"], dtype=np.int64)
-    return render(events), counts, stats
+    return events, counts, stats
+
+
+def encode_block(block: bytes):
+    """Worker: a block of sentence lines → (rendered pieces, piece counts, stats)."""
+    events, counts, stats = encode_lines(block)
+    pieces = _WORKER["pieces"]
+    text = [ev if ev is BREAK else [" ".join([pieces[i] for i in part.tolist()]) for part in ev]
+            for ev in events]
+    return render(text), counts, stats
+
+
+#: the stats of :func:`encode_file`
+STAT_KEYS = ("sentences_in", "sentences", "tokens", "unk", "unk_markers", "long_sentences_split",
+             "extra_lines_from_splitting", "long_sentences_truncated", "tokens_truncated",
+             "empty_after_encoding", "very_long_words_cut")
 
 
 def encode_file(sent_path: str, out_path: str, model_path: str, max_body: int, long_mode: str,
@@ -275,19 +290,30 @@ def encode_file(sent_path: str, out_path: str, model_path: str, max_body: int, l
                 desc: str = "encode"):
     """Encode a sentence file into space-separated pieces (one line per sentence, blank lines
     between documents). Returns (stats, piece counts array)."""
-    totals: Dict[str, int] = {}
+    return encode_into(atomic_write(out_path), encode_block, _init_worker, sent_path, model_path, max_body,
+                       long_mode, unk_token, workers, enabled_progress, desc)
+
+
+def encode_into(sink, worker, init, sent_path: str, model_path: str, max_body: int, long_mode: str,
+                unk_token: str, workers: int, enabled_progress: bool = True, desc: str = "encode"):
+    """The encoding loop: blocks of ``sent_path`` through ``worker`` (set up by ``init``) in
+    ``workers`` processes, their rendered lines joined into ``sink`` (a context manager giving what
+    :class:`DocumentMerger` writes to: the text of pieces, or the direct binarizer's dataset).
+    Returns (stats, piece counts array); the stats give MB/s, in all and per worker."""
+    totals: Dict[str, int] = {k: 0 for k in STAT_KEYS}
     counts = None
-    with progress(total=os.path.getsize(sent_path), desc=desc, enabled=enabled_progress) as bar, \
-            atomic_write(out_path) as out:
+    size = os.path.getsize(sent_path)
+    started = time.time()
+    with LoggedProgress(size, desc, unit="B", log=logger, enabled=enabled_progress) as bar, sink as out:
 
         def blocks():
             for block in read_blocks(sent_path, ENCODE_BLOCK_BYTES):
                 yield block
                 bar.update(len(block))
 
-        merger = DocumentMerger(out)
+        merger = DocumentMerger(out, blank=getattr(out, "blank", "\n"))
         for rendered, c, stats in ordered_parallel_map(
-            encode_block, blocks(), workers, _init_worker,
+            worker, blocks(), workers, init,
             (model_path, max_body, long_mode, unk_token),
         ):
             counts = c if counts is None else counts + c
@@ -297,20 +323,21 @@ def encode_file(sent_path: str, out_path: str, model_path: str, max_body: int, l
         merger.finish()
     if counts is None:
         counts = np.zeros(len(tokenizer_vocabulary(model_path)[1]), dtype=np.int64)
-    for k in ("sentences_in", "sentences", "tokens", "unk", "unk_markers", "long_sentences_split",
-              "extra_lines_from_splitting", "long_sentences_truncated", "tokens_truncated",
-              "empty_after_encoding", "very_long_words_cut"):
-        totals.setdefault(k, 0)
     assert merger.sentences == totals["sentences"]
     totals["documents"] = merger.documents
     totals["lines"] = merger.sentences + max(merger.documents - 1, 0)
+    seconds = max(time.time() - started, 1e-9)
+    # the rate per worker: what a machine with more cores multiplies
+    totals["mb_per_s"] = round(size / 1e6 / seconds, 3)
+    totals["mb_per_s_per_worker"] = round(size / 1e6 / seconds / max(1, workers), 3)
     return totals, counts
 
 
 # ---- dictionary ----------------------------------------------------------------------
 
-def write_dict(model_path: str, counts: Optional[np.ndarray], dict_path: str) -> Dict:
-    """dict.txt: pieces in sentencepiece id order (control/unknown left out), then <mask>, [DEL]."""
+def dict_lines(model_path: str, counts: Optional[np.ndarray]):
+    """The lines of dict.txt: pieces in sentencepiece id order (control/unknown left out), then
+    <mask>, [DEL]; each with its count (0 without ``counts``)."""
     import sentencepiece as spm
 
     sp = spm.SentencePieceProcessor(model_file=model_path)
@@ -322,25 +349,33 @@ def write_dict(model_path: str, counts: Optional[np.ndarray], dict_path: str) ->
         )
     reserved = set(FAIRSEQ_SPECIALS) | set(EXTRA_SYMBOLS)
     n = 0
+    for i in range(sp.get_piece_size()):
+        if sp.is_control(i) or sp.is_unknown(i):
+            continue
+        piece = sp.id_to_piece(i)
+        if piece in reserved or not piece or any(ch.isspace() for ch in piece):
+            raise PrepareError(
+                f"sentencepiece model '{model_path}': piece {i} {piece!r} clashes with a "
+                "fairseq symbol or holds whitespace; it cannot go into dict.txt"
+            )
+        if i != n + 3:
+            raise PrepareError(
+                f"sentencepiece model '{model_path}': piece {i} would get fairseq id "
+                f"{n + 4}, breaking fairseq id = sentencepiece id + 1 (control pieces "
+                "beyond <s>, </s> are not supported)"
+            )
+        count = int(counts[i]) if counts is not None else 0
+        yield f"{piece} {count}\n"
+        n += 1
+    for sym in EXTRA_SYMBOLS:
+        yield f"{sym} 0\n"
+
+
+def write_dict(model_path: str, counts: Optional[np.ndarray], dict_path: str) -> Dict:
+    """dict.txt: pieces in sentencepiece id order (control/unknown left out), then <mask>, [DEL]."""
+    n = 0
     with atomic_write(dict_path) as f:
-        for i in range(sp.get_piece_size()):
-            if sp.is_control(i) or sp.is_unknown(i):
-                continue
-            piece = sp.id_to_piece(i)
-            if piece in reserved or not piece or any(ch.isspace() for ch in piece):
-                raise PrepareError(
-                    f"sentencepiece model '{model_path}': piece {i} {piece!r} clashes with a "
-                    "fairseq symbol or holds whitespace; it cannot go into dict.txt"
-                )
-            if i != n + 3:
-                raise PrepareError(
-                    f"sentencepiece model '{model_path}': piece {i} would get fairseq id "
-                    f"{n + 4}, breaking fairseq id = sentencepiece id + 1 (control pieces "
-                    "beyond <s>, </s> are not supported)"
-                )
-            count = int(counts[i]) if counts is not None else 0
-            f.write(f"{piece} {count}\n")
+        for line in dict_lines(model_path, counts):
+            f.write(line)
             n += 1
-        for sym in EXTRA_SYMBOLS:
-            f.write(f"{sym} 0\n")
-    return {"dict_entries": n + len(EXTRA_SYMBOLS), "fairseq_dictionary_size": n + 4 + len(EXTRA_SYMBOLS)}
+    return {"dict_entries": n, "fairseq_dictionary_size": n + 4}

@@ -11,8 +11,9 @@ Sources (one of):
   and ``-dev``, and ``-test`` when its rows carry labels.
 
 Every sentence is encoded with the model's own tokenizer (``--tokenizer-from``: an imported
-Hugging Face model, a checkpoint's data directory, clear-prepare's output) and binarized as
-``fairseq-preprocess`` does with its dict.txt (binarize.py), as clear-prepare-pairs and clear-glue do::
+Hugging Face model, a checkpoint's data directory, clear-prepare's output) and its ids written
+into fairseq's .bin/.idx directly (direct_binarize.py: the files ``fairseq-preprocess`` writes with
+its dict.txt, byte for byte), as clear-prepare-pairs does::
 
     OUT/dict.txt, OUT/<tokenizer files>, OUT/multitask.json (rows read, kept, skipped; classes)
     OUT/{sentiment,paraphrase,sts}/input0/SPLIT.{bin,idx}   first sentences
@@ -39,11 +40,13 @@ import numpy as np
 
 from .. import vocabulary
 from ..errors import NotUtf8Error
-from ..evaluation.glue import get_task, read_tsv
+from .glue_data import get_task, read_tsv
 from ..export.output_dir import check_output_dir, staged_output
 from . import encode as encode_mod
-from .binarize import binarize, count_lines
-from .common import PrepareError, write_json
+from . import direct_binarize
+from .binarize import count_lines
+from ..atomic_files import write_json
+from .common import PrepareError
 
 TASKS = ("sentiment", "paraphrase", "sts")
 PAIR_TASKS = ("paraphrase", "sts")
@@ -178,13 +181,12 @@ def read_task(args, task: str) -> Dict[str, Tuple[List[Row], Dict[str, int], int
     return splits
 
 
-def write_task(work: str, task: str, splits, encode_ids, pieces, dict_path: str, workers: int) -> Dict:
+def write_task(work: str, task: str, splits, encode_ids, pieces, dict_path: str) -> Dict:
     """Encode and binarize ``task``'s rows into ``work/task``; returns its splits' report."""
     encoded_splits, report = {}, {}
     for split, (rows, skipped, read) in splits.items():
-        encoded = [[" ".join(pieces[i] for i in encode_ids(text[k])) for text, _ in rows]
-                   for k in range(len(rows[0][0]) if rows else 0)]
-        keep = [all(col[i] for col in encoded) for i in range(len(rows))]
+        encoded = [[encode_ids(text[k]) for text, _ in rows] for k in range(len(rows[0][0]) if rows else 0)]
+        keep = [all(len(col[i]) for col in encoded) for i in range(len(rows))]
         if keep.count(False):
             skipped["empty after tokenisation"] = keep.count(False)
         rows = [r for r, k in zip(rows, keep) if k]
@@ -195,16 +197,12 @@ def write_task(work: str, task: str, splits, encode_ids, pieces, dict_path: str,
                          "rows_written": len(rows), "skipped": skipped}
     task_dir = os.path.join(work, task)
     os.makedirs(os.path.join(task_dir, "label"))
-    raw = os.path.join(work, "raw", task)
-    os.makedirs(raw)
     for k in range(2 if task in PAIR_TASKS else 1):
-        prefixes = {}
-        for split, (cols, _) in encoded_splits.items():
-            prefixes[split] = os.path.join(raw, f"{split}.input{k}")
-            with open(prefixes[split], "w", encoding="utf-8") as f:
-                f.writelines(line + "\n" for line in cols[k])
         dest = os.path.join(task_dir, f"input{k}")
-        binarize(dict_path, prefixes, dest, workers)
+        # the encoder's ids straight into fairseq's .bin/.idx (what fairseq-preprocess writes for the
+        # text of their pieces, byte for byte: tests/reliability/test_direct_binarize.py)
+        direct_binarize.write_rows(dict_path, pieces, {split: cols[k] for split, (cols, _) in encoded_splits.items()},
+                                   dest)
         for split, (cols, _) in encoded_splits.items():
             n = count_lines(os.path.join(dest, split))
             if n != len(cols[k]):
@@ -212,7 +210,6 @@ def write_task(work: str, task: str, splits, encode_ids, pieces, dict_path: str,
     for split, (_, labels) in encoded_splits.items():
         with open(os.path.join(task_dir, "label", f"{split}.label"), "w", encoding="utf-8") as f:
             f.writelines((f"{int(v)}" if task != "sts" else repr(float(v))) + "\n" for v in labels)
-    shutil.rmtree(os.path.join(work, "raw"))
     return report
 
 
@@ -237,7 +234,7 @@ def prepare(args) -> Dict:
     summary = {"source": os.path.abspath(source), "format": fmt, "tokenizer": tokenizer.describe(), "tasks": {}}
     with staged_output(args.out, writer=WRITER) as work:
         for task, splits in data.items():
-            entry = {"splits": write_task(work, task, splits, encode_ids, pieces, dict_path, args.workers)}
+            entry = {"splits": write_task(work, task, splits, encode_ids, pieces, dict_path)}
             if task == "sentiment":
                 entry["num_classes"] = SENTIMENT_CLASSES[fmt]  # the source's classes, whichever occur
             if task == "paraphrase" and args.glue_dir:

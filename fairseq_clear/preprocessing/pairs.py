@@ -13,8 +13,9 @@ the data directory of ``--task contrastive_pairs``::
     OUT/pairs.json                            what was read, kept and skipped, by reason
 
 Every column is encoded with --data's tokenizer (sentencepiece, GPT-2 BPE or WordPiece) and
-binarized as ``fairseq-preprocess --only-source --srcdict dict.txt`` does (fairseq's binarizer in
-this process, binarize.py), so the pairs share the model's dictionary.
+its ids written into fairseq's .bin/.idx directly (direct_binarize.py: what ``fairseq-preprocess
+--only-source --srcdict dict.txt`` writes for the text of its pieces, byte for byte), so the pairs
+share the model's dictionary.
 
 Formats (``--format``; ``auto`` looks at the file name and header):
 
@@ -58,11 +59,14 @@ from typing import Dict, Iterable, List, Optional, Tuple
 
 from .. import vocabulary
 from . import encode as encode_mod
-from ..evaluation.sts import SICK_SCORE_RANGE, STS_SCORE_RANGE, parse_score, sick_columns, sts_benchmark_record
+from .sts_readers import (EMPTY_LINE, SICK_SCORE_RANGE, STS_SCORE_RANGE, parse_score, sick_rows,
+                          sts_benchmark_record)
 from ..export.output_dir import check_output_dir, staged_output
-from .binarize import binarize, count_lines
+from . import direct_binarize
+from .binarize import count_lines
 from ..errors import NotUtf8Error
-from .common import PrepareError, write_json
+from ..atomic_files import write_json
+from .common import PrepareError
 
 logger = logging.getLogger(__name__)
 
@@ -261,25 +265,31 @@ def read_mrpc(path: str, rows: Rows):
 
 
 def read_sick(path: str, rows: Rows, score_threshold: Optional[float]):
-    first = _read_lines(path)[0]
-    header = [h.strip() for h in first.split("\t")]
+    lines = _read_lines(path)
+    if not lines:
+        raise PrepareError(f"'{path}' is empty")
+    header = [h.strip() for h in lines[0].split("\t")]
     needed = ("sentence_A", "sentence_B", "entailment_judgment", "relatedness_score")
     for name in needed:  # the original release, with its header (SentEval's copies lack the judgments)
         _column(header, name, path)
-    columns = sick_columns(first)
-    ia, ib, ij, ir = (columns[n] for n in needed)
     judgments = {"ENTAILMENT": POS, "CONTRADICTION": NEG, "NEUTRAL": OTHER}
-    for where, record in _tsv_records(path, rows, max(ia, ib, ij, ir) + 1):
-        a, b = _clean(record[ia]), _clean(record[ib])
+    for lineno, record, why in sick_rows(path, needed):  # the one SICK reader, as the evaluations'
+        if why == EMPTY_LINE:  # as in every format here: blank lines are no rows
+            continue
+        rows.read += 1
+        if record is None:
+            rows.skip(f"malformed row ({why})")
+            continue
+        a, b = _clean(record["sentence_A"]), _clean(record["sentence_B"])
         if not a or not b:
             rows.skip("empty sentence")
             continue
-        judgment = judgments.get(record[ij].strip().upper())
+        judgment = judgments.get(record["entailment_judgment"].strip().upper())
         if judgment is None:
-            rows.skip(f"unknown entailment judgment ({record[ij].strip()!r})")
+            rows.skip(f"unknown entailment judgment ({record['entailment_judgment'].strip()!r})")
             continue
         if score_threshold is not None:
-            score = _score(record[ir], where, "relatedness score", SICK_SCORE_RANGE)
+            score = _score(record["relatedness_score"], f"{path}:{lineno}", "relatedness score", SICK_SCORE_RANGE)
             if score is None:
                 rows.skip("no relatedness score")
                 continue
@@ -389,14 +399,6 @@ def assemble(rows: Rows, hard_negatives: bool) -> List[Tuple[str, str, Optional[
 
 # ---- encoding and binarizing -----------------------------------------------------------
 
-def encode(vocab, sentences: List[str]) -> List[str]:
-    """dict.txt symbols of each sentence, space-separated (fairseq-preprocess input).
-
-    ``vocab``: :func:`fairseq_clear.preprocessing.encode.tokenizer_vocabulary`'s result."""
-    encode_ids, pieces = vocab[0], vocab[1]
-    return [" ".join(pieces[i] for i in encode_ids(s)) for s in sentences]
-
-
 def _tokenizer(args):
     """The tokenizer the pairs are encoded with: --sentencepiece-model, else --data's."""
     try:
@@ -458,14 +460,14 @@ def prepare(args) -> Dict:
     with staged_output(args.out, writer=WRITER, remove_unwritten=True) as out:
         raw_dir = os.path.join(out, "raw")
         os.makedirs(raw_dir)
-        vocab = encode_mod.tokenizer_vocabulary(
-            args.sentencepiece_model or args.data, dict_path)
-        prefixes = {c: {} for c in columns}
+        encode_ids, pieces = encode_mod.tokenizer_vocabulary(
+            args.sentencepiece_model or args.data, dict_path)[:2]
+        ids = {c: {} for c in columns}
         for split, triples in assembled.items():
-            encoded = [encode(vocab, [row[k] for row in triples]) for k in range(len(columns))]
+            encoded = [[encode_ids(row[k]) for row in triples] for k in range(len(columns))]
             # a row whose sentence normalises to nothing (e.g. only zero-width characters)
             # would become an empty line and shift the columns against each other
-            keep = [all(col[i] for col in encoded) for i in range(len(triples))]
+            keep = [all(len(col[i]) for col in encoded) for i in range(len(triples))]
             dropped = keep.count(False)
             if dropped:
                 report[split]["skipped"]["empty after tokenisation"] = dropped
@@ -484,12 +486,12 @@ def prepare(args) -> Dict:
                 raw = os.path.join(raw_dir, f"{split}.{column}")
                 with open(raw, "w", encoding="utf-8") as f:
                     f.writelines(row[k] + "\n" for row in triples)
-                with open(raw + ".spm", "w", encoding="utf-8") as f:
-                    f.writelines(line + "\n" for line, k2 in zip(encoded[k], keep) if k2)
-                prefixes[column][split] = raw + ".spm"
+                ids[column][split] = [line for line, k2 in zip(encoded[k], keep) if k2]
         for column in columns:
             dest = os.path.join(out, column)
-            binarize(dict_path, prefixes[column], dest, args.workers)
+            # the encoder's ids straight into fairseq's .bin/.idx (what fairseq-preprocess writes for
+            # the text of their pieces, byte for byte: tests/reliability/test_direct_binarize.py)
+            direct_binarize.write_rows(dict_path, pieces, ids[column], dest)
             for split, triples in assembled.items():
                 n = count_lines(os.path.join(dest, split))
                 if n != len(triples):

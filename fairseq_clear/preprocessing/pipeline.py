@@ -10,10 +10,13 @@ Steps (each skipped when its done-marker matches, see :class:`common.StepMarkers
 5. ``encode-*``    sentences → pieces, in parallel worker processes (streaming)
 6. ``dict``        dict.txt from the sentencepiece vocabulary and training frequencies
                    (with ``--tokenizer-from``: the model's dict.txt, unchanged)
-7. ``binarize``    as fairseq-preprocess --only-source --srcdict (fairseq's binarizer, in this
-                   process: binarize.py) → OUT_DIR/data-bin, checked, then moved in through the
-                   export's output directory (export/output_dir.py): a rerun replaces the files
-                   its manifest lists, and anything else in data-bin (a checkpoint) stays
+7. ``binarize``    as fairseq-preprocess --only-source --srcdict → OUT_DIR/data-bin, checked,
+                   then moved in through the export's output directory (export/output_dir.py):
+                   a rerun replaces the files its manifest lists, and anything else in data-bin
+                   (a checkpoint) stays. ``--binarizer direct`` (the default): step 5 already
+                   wrote the dictionary ids in fairseq's format (direct_binarize.py), this step
+                   puts them in place; ``--binarizer fairseq``: step 5 writes the pieces as text
+                   and this step runs fairseq's binarizer on it (binarize.py)
 
 Intermediate files live in OUT_DIR/work; the summary in OUT_DIR/summary.json.
 See docs/data.md.
@@ -28,8 +31,11 @@ import time
 from typing import Dict, List, Optional, Sequence
 
 from .. import vocabulary
+from ..atomic_files import atomic_path, atomic_write, remove_stale_tmp, write_json
 from ..export.output_dir import MANIFEST, staged_output, written_by
 from . import binarize as binarize_mod
+from . import direct_binarize
+from . import shards as shards_mod
 from . import encode as encode_mod
 from . import text as text_mod
 from .common import (
@@ -40,8 +46,6 @@ from .common import (
     check_output_dir,
     file_identity,
     fingerprint,
-    remove_stale_tmp,
-    write_json,
 )
 
 logger = logging.getLogger("fairseq_clear.prepare")
@@ -74,6 +78,7 @@ DEFAULTS = dict(
     tokenizer_from=None,
     tokens_per_sample=512,
     long_sentences="split",
+    binarizer="direct",
     workers=None,
     progress=True,
     remove_intermediate=False,
@@ -164,6 +169,11 @@ def add_args(parser: argparse.ArgumentParser):
                    "lines (at word starts) or truncate them; counted (default: %(default)s)")
 
     g = parser.add_argument_group("running")
+    g.add_argument("--binarizer", choices=BINARIZERS, default=DEFAULTS["binarizer"],
+                   help="direct: the encoder's ids go straight into fairseq's .bin/.idx; fairseq: "
+                   "the pieces are written as text and binarized by fairseq's own binarizer (what "
+                   "fairseq-preprocess --only-source --srcdict does, several times slower); both "
+                   "write the same files, byte for byte (default: %(default)s)")
     g.add_argument("--workers", type=int, default=DEFAULTS["workers"],
                    help="worker processes for splitting, encoding and fairseq-preprocess "
                    "(default: the number of CPUs)")
@@ -174,9 +184,25 @@ def add_args(parser: argparse.ArgumentParser):
                    "(a later run with other options then starts from the raw text)")
     g.add_argument("--force", action="store_true",
                    help="ignore the done-markers and run every step again")
+
+    g = parser.add_argument_group("a corpus on many machines (docs/data.md)")
+    g.add_argument("--only-vocab", action="store_true",
+                   help="train the tokenizer and write dict.txt only (OUT_DIR/data-bin without .bin): "
+                   "the --tokenizer-from of the --shards runs")
+    g.add_argument("--sample-mb", type=float, default=None, metavar="MB",
+                   help="with --only-vocab: read only this many MB of the inputs, evenly spaced "
+                   "through every file (default: all of them)")
+    g.add_argument("--shards", type=int, default=None, metavar="N",
+                   help="deal the training inputs (whole files) into N shards written as "
+                   "OUT_DIR/data-bin/shard0 ... (fairseq-train DATA/shard0:DATA/shard1:... reads one "
+                   "per epoch; valid and test in shard0); needs --tokenizer-from (default: no shards)")
+    g.add_argument("--shard-ids", default=None, metavar="LIST",
+                   help="with --shards: the shards this run prepares, e.g. 0,3 or 2-5, so that "
+                   "several machines share the work (default: all)")
     return parser
 
 
+BINARIZERS = ("direct", "fairseq")
 SENTENCEPIECE_OPTIONS = ("vocab_size", "model_type", "spm_sample_size", "character_coverage")
 
 
@@ -204,6 +230,8 @@ def _validate(opts: Dict):
                 f"--{name.replace('_', '-')} must be a fraction in [0, 1) or a whole number of "
                 f"documents, got {v}"
             )
+    if opts["binarizer"] not in BINARIZERS:
+        raise PrepareError(f"--binarizer must be one of {', '.join(BINARIZERS)}, got {opts['binarizer']!r}")
     if opts["workers"] is not None and opts["workers"] < 1:
         raise PrepareError(f"--workers must be >= 1, got {opts['workers']}")
     if opts["punkt_sample_chars"] < 1000:
@@ -211,7 +239,13 @@ def _validate(opts: Dict):
 
 
 class Pipeline:
-    def __init__(self, inputs: Sequence[str], out_dir: str, **options):
+    def __init__(self, inputs: Sequence[str], out_dir: str, work: Optional[str] = None,
+                 data_bin: Optional[str] = None, only_vocab: bool = False, needs_valid: bool = True,
+                 **options):
+        """``work``, ``data_bin``: other places than OUT_DIR/work and OUT_DIR/data-bin (a shard's,
+        shards.py; the summary goes to ``work``); ``only_vocab``: stop after dict.txt and publish
+        data-bin with the tokenizer and dict.txt only (a --tokenizer-from for the shards);
+        ``needs_valid``: False where no valid split is wanted (a shard after the first)."""
         unknown = set(options) - set(DEFAULTS)
         if unknown:
             raise TypeError(f"unknown options: {', '.join(sorted(unknown))}")
@@ -225,14 +259,17 @@ class Pipeline:
                 self.files[split] = check_input_files(list(self.opts[split]), f"--{split}",
                                                       self.out_dir)
         check_output_dir(self.out_dir)
-        self.work = os.path.join(self.out_dir, "work")
+        self.work = os.path.abspath(work) if work else os.path.join(self.out_dir, "work")
+        self.summary_path = os.path.join(self.work if work else self.out_dir, "summary.json")
+        self.only_vocab = only_vocab
+        self.needs_valid = needs_valid and not only_vocab
         os.makedirs(self.work, exist_ok=True)
         remove_stale_tmp(self.work)
         # data-bin's: what an earlier version left (data-bin is now staged by output_dir, which cleans its own)
         remove_stale_tmp(self.out_dir, names=("summary.json", "data-bin", "data-bin.old"))
         self.markers = StepMarkers(os.path.join(self.work, "steps"))
         self.workers = self.opts["workers"] or os.cpu_count() or 1
-        self.data_bin = os.path.join(self.out_dir, "data-bin")
+        self.data_bin = os.path.abspath(data_bin) if data_bin else os.path.join(self.out_dir, "data-bin")
 
         formats = {}
         for files in self.files.values():
@@ -252,7 +289,8 @@ class Pipeline:
     def run_fingerprint(self) -> str:
         """Inputs and every option that changes the output (not --workers, progress, ...)."""
         options = {k: v for k, v in self.opts.items() if k not in RUN_ONLY_OPTIONS}
-        return fingerprint("run", {s: self.ids(s) for s in self.files}, self.formats, options)
+        return fingerprint("run", {s: self.ids(s) for s in self.files}, self.formats, options,
+                           self.only_vocab)
 
     def finished_earlier(self) -> Optional[Dict]:
         """The summary of an earlier complete run with the same inputs and options, if any.
@@ -260,7 +298,7 @@ class Pipeline:
         This lets a run after --remove-intermediate return at once, although the
         intermediate files that the step markers list are gone."""
         marker = self.markers.load("binarize")
-        path = os.path.join(self.out_dir, "summary.json")
+        path = self.summary_path
         if (self.opts["force"] or not marker or marker.get("run_fingerprint") != self.run_fingerprint()
                 or not self.markers.done("binarize", marker["fingerprint"]) or not os.path.isfile(path)):
             return None
@@ -366,7 +404,7 @@ class Pipeline:
             for s, p in outs.items():
                 split_source[s] = (p, fp)
         splits = [s for s in SPLITS if s in split_source]
-        if "valid" not in splits:
+        if "valid" not in splits and self.needs_valid:
             self.warnings.append("no valid split (--valid-size 0 and no --valid): train with "
                                  "--disable-validation")
 
@@ -394,11 +432,13 @@ class Pipeline:
         max_body = o["tokens_per_sample"] - 2
         enc_stats, enc_fp, enc_path = {}, {}, {}
         counts_path = self.path("train.counts.npy")
+        direct = o["binarizer"] == "direct"
         for split in splits:
-            out = self.path(f"{split}.spm")
+            out = self.path(f"{split}.ids" if direct else f"{split}.spm")
             fp = fingerprint("encode", split, split_source[split][1], spm_fp, max_body,
-                             o["long_sentences"], o["unk_token"])
-            outputs = [out] + ([counts_path] if split == "train" else [])
+                             o["long_sentences"], o["unk_token"], *(["direct"] if direct else []))
+            outputs = ([out + ".bin", out + ".idx"] if direct else [out]) + \
+                ([counts_path] if split == "train" else [])
             enc_stats[split] = self.run_step(
                 f"encode-{split}", fp,
                 lambda split=split, out=out: self._encode(split, split_source[split][0], out,
@@ -412,13 +452,14 @@ class Pipeline:
         dict_stats = self.run_step("dict", dict_fp, lambda: self._dict(model_path, counts_path, dict_path),
                                    [dict_path])
 
-        # 7. binarize
-        bin_fp = fingerprint("binarize", dict_fp, [enc_fp[s] for s in splits])
-        bin_outputs = [os.path.join(self.data_bin, n) for n in
-                       ["dict.txt", vocabulary.RECORD] + [f"{s}.{e}" for s in splits for e in ("bin", "idx")]]
+        # 7. binarize (--only-vocab: the tokenizer and dict.txt alone)
+        bin_fp = fingerprint("binarize", dict_fp, [enc_fp[s] for s in splits], self.only_vocab)
+        bin_outputs = [os.path.join(self.data_bin, n) for n in ["dict.txt", vocabulary.RECORD] + (
+            [] if self.only_vocab else [f"{s}.{e}" for s in splits for e in ("bin", "idx")])]
         bin_stats = self.run_step(
             "binarize", bin_fp,
-            lambda: self._binarize(dict_path, model_path, enc_path, enc_stats, splits),
+            lambda: self._binarize(dict_path, model_path, enc_path, enc_stats,
+                                   [] if self.only_vocab else splits),
             bin_outputs, run_fingerprint=self.run_fingerprint())
 
         if o["remove_intermediate"]:
@@ -426,7 +467,7 @@ class Pipeline:
 
         summary = self._summary(punkt_stats, sent_stats, carve_stats, spm_stats, enc_stats,
                                 dict_stats, bin_stats, splits, time.time() - start)
-        write_json(os.path.join(self.out_dir, "summary.json"), summary)
+        write_json(self.summary_path, summary)
         return summary
 
     # ---- steps -------------------------------------------------------------------
@@ -460,13 +501,13 @@ class Pipeline:
     def _encode(self, split, sent_path, out, model_path, max_body, counts_path):
         import numpy as np
 
-        stats, counts = encode_mod.encode_file(
+        encode_file = direct_binarize.encode_file if self.opts["binarizer"] == "direct" else encode_mod.encode_file
+        stats, counts = encode_file(
             sent_path, out, model_path, max_body, self.opts["long_sentences"],
             self.opts["unk_token"], self.workers, self.opts["progress"], desc=f"encode ({split})")
         if split == "train":
-            tmp = counts_path + ".tmp.npy"
-            np.save(tmp, counts)
-            os.replace(tmp, counts_path)
+            with atomic_write(counts_path, "wb") as f:
+                np.save(f, counts)
         return stats
 
     def _dict(self, model_path, counts_path, dict_path):
@@ -487,10 +528,13 @@ class Pipeline:
         log_path = self.path("fairseq-preprocess.log")
         with staged_output(self.data_bin, writer=WRITER, option="OUT_DIR/data-bin", replace_changed=True,
                            remove_unwritten=True) as tmp:
-            expected = sum(enc_stats[s]["tokens"] + enc_stats[s]["lines"] for s in splits)
-            binarize_mod.binarize(
-                dict_path, {s: enc_path[s] for s in splits}, tmp, self.workers, expected,
-                self.opts["progress"], log_path)
+            if self.opts["binarizer"] == "direct":
+                direct_binarize.publish(dict_path, {s: enc_path[s] for s in splits}, tmp, enc_stats, log_path)
+            else:
+                expected = sum(enc_stats[s]["tokens"] + enc_stats[s]["lines"] for s in splits)
+                binarize_mod.binarize(
+                    dict_path, {s: enc_path[s] for s in splits}, tmp, self.workers, expected,
+                    self.opts["progress"], log_path)
             tokenizer = write_tokenizer(model_path, tmp)
             vocabulary.write_record(tmp, tokenizer, os.path.join(tmp, "dict.txt"))
             with open(dict_path, encoding="utf-8") as a, open(os.path.join(tmp, "dict.txt"), encoding="utf-8") as b:
@@ -504,7 +548,7 @@ class Pipeline:
 
     def _remove_intermediate(self):
         for name in os.listdir(self.work):
-            if name.endswith((".sent", ".spm")) or name == "spm_sample.txt":
+            if name.endswith((".sent", ".spm", ".ids.bin", ".ids.idx")) or name == "spm_sample.txt":
                 os.unlink(self.path(name))
         logger.info("removed intermediate text files from %s", self.work)
 
@@ -564,6 +608,7 @@ class Pipeline:
         return {
             "out_dir": self.out_dir,
             "data_bin": self.data_bin,
+            "summary": self.summary_path,
             "train_with": f"fairseq-train {self.data_bin} --user-dir fairseq_clear --task clear "
                           f"--criterion clear --tokens-per-sample {self.opts['tokens_per_sample']} ...",
             "splits": split_summary,
@@ -577,10 +622,21 @@ class Pipeline:
             "binarized": bin_stats["checked"],
             "options": {k: v for k, v in self.opts.items() if k not in ("valid", "test")},
             "workers": self.workers,
+            "rate": self._rate(sent_stats, enc_stats, splits, seconds),
             "steps": self.steps,
             "seconds": round(seconds, 2),
             "warnings": self.warnings,
         }
+
+
+    def _rate(self, sent_stats, enc_stats, splits, seconds) -> Dict:
+        """MB of raw text per second, end to end and per worker (what more cores multiply), and the
+        encode step's (which binarizes too with --binarizer direct)."""
+        mb = sum(st["input"]["bytes"] for st in sent_stats.values()) / 1e6
+        return {"input_mb": round(mb, 3),
+                "mb_per_s": round(mb / max(seconds, 1e-9), 3),
+                "mb_per_s_per_worker": round(mb / max(seconds, 1e-9) / self.workers, 3),
+                "encode_mb_per_s_per_worker": {s: enc_stats[s].get("mb_per_s_per_worker") for s in splits}}
 
 
 def check_tokenizer_dir(directory: str) -> None:
@@ -601,19 +657,17 @@ def tokenizer_identity(directory: str) -> Dict:
 def copy_tokenizer(source: str, dest: str) -> Dict:
     """Copy the tokenizer files, dict.txt and a record of ``source`` into the directory ``dest``."""
     tok = vocabulary.detect(source)
-    tmp = dest + f".tmp-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    os.makedirs(tmp)
-    for path in list(tok.files.values()) + [os.path.join(source, "dict.txt")]:
-        shutil.copyfile(path, os.path.join(tmp, os.path.basename(path)))
-    for name in ("tokenizer_config.json", "special_tokens_map.json"):
-        if os.path.isfile(os.path.join(source, name)):
-            shutil.copyfile(os.path.join(source, name), os.path.join(tmp, name))
-    copied = vocabulary.from_record(tmp, tok.record())
-    vocabulary.write_record(tmp, copied, os.path.join(tmp, "dict.txt"))
-    if os.path.exists(dest):
-        shutil.rmtree(dest)
-    os.replace(tmp, dest)
+    with atomic_path(dest) as tmp:
+        os.makedirs(tmp)
+        for path in list(tok.files.values()) + [os.path.join(source, "dict.txt")]:
+            shutil.copyfile(path, os.path.join(tmp, os.path.basename(path)))
+        for name in ("tokenizer_config.json", "special_tokens_map.json"):
+            if os.path.isfile(os.path.join(source, name)):
+                shutil.copyfile(os.path.join(source, name), os.path.join(tmp, name))
+        copied = vocabulary.from_record(tmp, tok.record())
+        vocabulary.write_record(tmp, copied, os.path.join(tmp, "dict.txt"))
+        if os.path.exists(dest):
+            shutil.rmtree(dest)  # an earlier run's copy (the work directory is ours)
     return {"tokenizer": tok.kind, "from": os.path.abspath(source),
             "files": sorted(os.path.basename(p) for p in tok.files.values())}
 
@@ -630,12 +684,26 @@ def write_tokenizer(model_path: str, dest: str):
     return vocabulary.SentencepieceTokenizer(os.path.join(dest, "sentencepiece.model"))
 
 
-def prepare(inputs: Sequence[str], out_dir: str, **options) -> Dict:
-    """Run the pipeline (options as the CLI's, with underscores); returns the summary dict."""
+def prepare(inputs: Sequence[str], out_dir: str, only_vocab: bool = False, sample_mb: Optional[float] = None,
+            shards: Optional[int] = None, shard_ids: Optional[str] = None, **options) -> Dict:
+    """Run the pipeline (options as the CLI's, with underscores); returns the summary dict.
+    ``only_vocab``/``sample_mb``, ``shards``/``shard_ids``: see shards.py."""
+    if only_vocab and shards is not None:
+        raise PrepareError("--only-vocab makes the vocabulary that --shards runs use: run them one after the other")
+    if sample_mb is not None and not only_vocab:
+        raise PrepareError("--sample-mb is the sample of --only-vocab; without it every line is prepared")
+    if shard_ids is not None and shards is None:
+        raise PrepareError("--shard-ids names shards of --shards N: give --shards too")
+    if shards is not None:
+        return shards_mod.prepare_shards(Pipeline, inputs, out_dir, shards, shard_ids, **options)
+    if only_vocab:
+        return shards_mod.prepare_vocab(Pipeline, inputs, out_dir, sample_mb, **options)
     return Pipeline(inputs, out_dir, **options).run()
 
 
 def format_summary(s: Dict) -> str:
+    if "shards" in s:
+        return shards_mod.format_shards_summary(s)
     lines = [f"data: {s['data_bin']}", ""]
     head = f"{'split':<6} {'documents':>10} {'sentences':>11} {'tokens':>13} {'<unk> rate':>10}"
     lines += [head, "-" * len(head)]
@@ -666,5 +734,9 @@ def format_summary(s: Dict) -> str:
                  f"{', '.join(skipped) or 'none'}; {s['seconds']:.1f} s")
     for w in s["warnings"]:
         lines.append(f"WARNING: {w}")
-    lines.append(f"summary: {os.path.join(s['out_dir'], 'summary.json')}")
+    rate = s.get("rate")
+    if rate:
+        lines.append(f"rate: {rate['input_mb']:,.1f} MB of text, {rate['mb_per_s']:.2f} MB/s end to end, "
+                     f"{rate['mb_per_s_per_worker']:.2f} MB/s per worker ({s['workers']} workers)")
+    lines.append(f"summary: {s.get('summary', os.path.join(s['out_dir'], 'summary.json'))}")
     return "\n".join(lines)

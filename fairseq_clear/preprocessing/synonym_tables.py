@@ -25,7 +25,8 @@ import os
 from typing import Dict, Iterable, List, Sequence, Tuple
 
 from ..vocabulary import APPENDED_SYMBOLS
-from .common import PrepareError, atomic_write, check_output_dir
+from ..atomic_files import atomic_write
+from .common import PrepareError, check_output_dir
 
 logger = logging.getLogger(__name__)
 

@@ -35,7 +35,8 @@ import os
 import re
 from typing import Dict, Iterator, List, NamedTuple, Optional
 
-from .common import LineReport, PrepareError, atomic_write, ordered_parallel_map, progress
+from ..atomic_files import atomic_write
+from .common import LineReport, PrepareError, ordered_parallel_map, progress
 from .documents import BREAK as DOC_BREAK
 from .documents import START as DOC_START
 from .documents import DocumentMerger, render

@@ -15,7 +15,8 @@ a final period); only whitespace is normalised.
 import os
 from typing import Dict, Optional, Sequence
 
-from .common import PrepareError, atomic_write, check_output_dir
+from ..atomic_files import atomic_write
+from .common import PrepareError, check_output_dir
 
 #: clear-prepare options that read the file this module writes
 PREPARE_ARGS = ["--input-format", "lines", "--documents", "blank-lines"]

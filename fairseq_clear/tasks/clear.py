@@ -61,7 +61,7 @@ class ClearViewsConfig(ContrastiveConfig):
         metadata={
             "help": "augmentation composition AUG for both views, applied in the order "
             "written, e.g. 'del-word', 'subs,del-span', 'del-span,reorder' (Table 1). "
-            "Names: del-word, del-span, reorder, subs, and none/dropout (identity: "
+            "Names: del-word, del-span, reorder, subs, word-rep (ESimCSE), and none/dropout (identity: "
             "dropout is the only noise, SimCSE)"
         },
     )

@@ -32,7 +32,7 @@ from fairseq.tasks.masked_lm import MaskedLMConfig, MaskedLMTask
 from .. import paper_defaults
 from ..checkpoint_sizes import out_of_bounds
 from ..data.binarized_checks import load_checked, load_dictionary as load_dictionary_file
-from ..evaluation.sts_validation import HELP as STS_VALIDATION_HELP, StsValidationMixin
+from .sts_validation import HELP as STS_VALIDATION_HELP, StsValidationMixin
 from ..fairseq_fixes.keep_last_batch import keeping_last_batch
 from ..errors import FairseqClearError
 
@@ -112,7 +112,7 @@ class ContrastiveConfig(MaskedLMConfig):
         default=False,
         metadata={"help": "deprecated: --mlm off (train the contrastive loss alone)"},
     )
-    # in-training STS-B validation (fairseq_clear/evaluation/sts_validation.py)
+    # in-training STS-B validation (fairseq_clear/tasks/sts_validation.py)
     sts_validation: str = field(default="", metadata={"help": STS_VALIDATION_HELP["sts_validation"]})
     sts_validation_pooling: str = field(
         default="", metadata={"help": STS_VALIDATION_HELP["sts_validation_pooling"]}
@@ -276,6 +276,17 @@ class ContrastiveTask(StsValidationMixin, MaskedLMTask):
         return load_dictionary(cfg.data)
 
     @classmethod
+    def data_error(cls, cfg):
+        """What keeps this task from reading a dictionary from ``cfg.data`` (fairseq_fixes/run.py
+        ends the command with it before fairseq builds the task), or None; a damaged dict.txt
+        stays the task's error, named as fairseq builds it."""
+        try:
+            cls.dictionary_for(cfg)
+        except TaskConfigError as e:
+            return str(e)
+        return None
+
+    @classmethod
     def setup_task(cls, cfg, **kwargs):
         from ..fairseq_fixes import scope
 
@@ -396,14 +407,3 @@ def check_masking(cfg, used: bool = True):
             f"--leave-unmasked-prob + --random-token-prob must be at most 1 (paper: 0.1 + 0.1), got "
             f"{cfg.leave_unmasked_prob} + {cfg.random_token_prob}"
         )
-
-
-def inference_overrides() -> dict:
-    """Every contrastive task's training-only options with their inference values (for the hub)."""
-    out = {}
-    stack = [ContrastiveTask]
-    while stack:
-        cls = stack.pop()
-        out.update(cls.inference_overrides)
-        stack.extend(cls.__subclasses__())
-    return out

@@ -330,7 +330,7 @@ def test_quality_longer_horizon_scores_fairseq_interval_checkpoints(monkeypatch,
 
 def test_continued_benchmark_parses_the_runs_summary_line(monkeypatch):
     bench = bench_module("bench_continued", monkeypatch)
-    log = ("2026-11-25 | INFO | fairseq_clear.evaluation.sts_validation | STS-B dev Spearman: start 78.90 -> best "
+    log = ("2026-11-25 | INFO | fairseq_clear.tasks.sts_validation | STS-B dev Spearman: start 78.90 -> best "
            "79.10 (update 20), last 78.50 (update 30); every score: 0: 78.90, 10: 79.00, 20: 79.10, 30: 78.50\n")
     assert bench.parse_summary(log) == {
         "start": 78.9, "best": 79.1, "best_update": 20, "last": 78.5, "last_update": 30, "note": "",

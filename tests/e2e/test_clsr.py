@@ -5,6 +5,7 @@ import json
 import pytest
 import torch
 
+from harness.runs import logged
 from helpers import bin_path, run_cli, shared, synthetic_sentences, train_args
 
 E_HIDDEN, E_OUT = 96, 64
@@ -14,11 +15,6 @@ CLSR_OPTIONS = [
     "--projection-layers", "1", "--projection-dim", str(E_OUT),
     "--loss-form", "nt-xent", "--temperature", "0.1",
 ]
-
-
-def logged(output, tag="train_inner"):
-    return [json.loads(line[line.index("{"):]) for line in output.splitlines()
-            if f"| {tag} |" in line and "{" in line]
 
 
 def mean(values):

@@ -12,8 +12,8 @@ import pytest
 from senteval_reference_data import write_toy_senteval_tree
 
 from fairseq_clear.cli import eval_senteval
-from fairseq_clear.evaluation import senteval_data as sd
-from fairseq_clear.evaluation.senteval_transfer import coverage, table_of
+from fairseq_clear.evaluation.senteval import data as sd
+from fairseq_clear.evaluation.senteval.transfer import coverage, table_of
 
 #: each task's test score as DeCLUTR's _compute_aggregate_scores adds it (made up)
 DECLUTR_18 = {"CR": 80.0, "MR": 75.0, "MPQA": 85.0, "SUBJ": 90.0, "SST2": 80.0, "SST5": 40.0, "TREC": 85.0,

@@ -5,6 +5,7 @@ import json
 import pytest
 import torch
 
+from harness.runs import logged
 from helpers import bin_path, make_binarized, run_cli, shared, synthetic_sentences, train_args
 
 SPAN_OPTIONS = [
@@ -39,11 +40,6 @@ def declutr_args(data, save, *extra, max_update=20, batch_size=8):
     args = train_args(data, save, *SPAN_OPTIONS, *extra, max_update=max_update, batch_size=batch_size)
     args[args.index("--task") + 1] = "declutr"
     return args
-
-
-def logged(output, tag="train_inner"):
-    return [json.loads(line[line.index("{"):]) for line in output.splitlines()
-            if f"| {tag} |" in line and "{" in line]
 
 
 def mean(values):

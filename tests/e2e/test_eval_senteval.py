@@ -13,9 +13,9 @@ import pytest
 from helpers import run_cli, shared
 from senteval_reference_data import write_toy_senteval_tree
 
-from fairseq_clear.evaluation import senteval_classifier as sc
-from fairseq_clear.evaluation.senteval_data import read_senteval_task
-from fairseq_clear.evaluation.senteval_transfer import VectorCache, evaluate_transfer, score_task, table_of
+from fairseq_clear.evaluation.senteval import classifier as sc
+from fairseq_clear.evaluation.senteval.data import read_senteval_task
+from fairseq_clear.evaluation.senteval.transfer import VectorCache, evaluate_transfer, score_task, table_of
 
 COMMAND = [sys.executable, "-m", "fairseq_clear.cli.eval_senteval"]
 

@@ -10,7 +10,7 @@ from scipy.stats import spearmanr
 from embedding_helpers import write_senteval_tree
 from helpers import bin_path, run_cli, shared
 
-from fairseq_clear.evaluation import sts
+from fairseq_clear.preprocessing import sts_readers as sts
 
 
 @pytest.fixture(scope="module")

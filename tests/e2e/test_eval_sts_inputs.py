@@ -9,7 +9,7 @@ import pytest
 from embedding_helpers import write_senteval_tree
 from helpers import bin_path, run_cli
 
-from fairseq_clear.evaluation import sts
+from fairseq_clear.preprocessing import sts_readers as sts
 
 
 @pytest.mark.parametrize("which", ["STS14", "STS-B", "SICK-R"])

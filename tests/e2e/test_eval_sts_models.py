@@ -39,7 +39,7 @@ def st_dir(tmp_path_factory):
 def test_checkpoint_and_sentence_transformers_model_in_one_table(ckpt, st_dir, tmp_path):
     from sentence_transformers import SentenceTransformer
 
-    from fairseq_clear.evaluation.sts_eval import as_encoder, load_sts, score
+    from fairseq_clear.evaluation.sts.scoring import as_encoder, load_sts, score
 
     tree = write_senteval_tree(tmp_path / "sts")
     checkpoint, data = ckpt
@@ -65,7 +65,7 @@ def test_checkpoint_and_sentence_transformers_model_in_one_table(ckpt, st_dir, t
 
 
 def test_library_takes_a_callable(tmp_path):
-    from fairseq_clear.evaluation.sts_eval import evaluate_sts
+    from fairseq_clear.evaluation.sts.scoring import evaluate_sts
 
     tree = write_senteval_tree(tmp_path / "sts")
     rng = np.random.default_rng(0)
@@ -110,7 +110,7 @@ def test_modules_json_may_only_name_sentence_transformers_classes(st_dir, tmp_pa
     (sentence-transformers before version 6 imported it from a local directory)."""
     import shutil
 
-    from fairseq_clear.evaluation.sts_eval import as_encoder
+    from fairseq_clear.evaluation.sts.scoring import as_encoder
 
     model = tmp_path / "st"
     shutil.copytree(st_dir / "st", model)

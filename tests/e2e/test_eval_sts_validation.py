@@ -1,17 +1,15 @@
 """--sts-validation: STS-B dev Spearman at every validation, usable as the best-checkpoint metric."""
 
-import json
-
 import pytest
 import torch
 
 from embedding_helpers import write_stsb
+from harness.runs import logged
 from helpers import run_cli, train_args
 
 
 def valid_records(output):
-    return [json.loads(line[line.index("{"):]) for line in output.splitlines()
-            if "| valid |" in line and "{" in line]
+    return logged(output, "valid")
 
 
 def test_sts_b_spearman_is_logged_and_keeps_checkpoint_best(tiny_data, tmp_path):
@@ -60,7 +58,7 @@ def test_score_survives_summed_logging_outputs():
     """fairseq sums logging outputs over batches and ranks: the sum/count pair keeps the value."""
     from fairseq import metrics
 
-    from fairseq_clear.evaluation.sts_validation import METRIC, StsValidationMixin
+    from fairseq_clear.tasks.sts_validation import METRIC, StsValidationMixin
 
     class Base:
         def reduce_metrics(self, logging_outputs, criterion):

@@ -113,7 +113,7 @@ def test_real_text_tokenizes_identically():
 
     from fairseq_clear.export.hf import build_tokenizer, keep_special_text
     from fairseq_clear.models.inference import SentencepieceDictionaryEncoder
-    from fairseq_clear.evaluation.sts import read_sts_benchmark
+    from fairseq_clear.preprocessing.sts_readers import read_sts_benchmark
 
     pairs = read_sts_benchmark(str(sts_b))
     sentences = pairs.sent1 + pairs.sent2

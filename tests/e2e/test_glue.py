@@ -8,7 +8,8 @@ import pytest
 
 from helpers import REPO, bin_path, run_captured, run_cli, shared, synthetic_sentences, write_glue
 
-from fairseq_clear.evaluation import glue
+from fairseq_clear import continued
+from fairseq_clear.evaluation.glue import finetune as glue
 
 PREPARE = REPO / "examples" / "glue" / "prepare.sh"
 FINETUNE = REPO / "examples" / "glue" / "finetune.sh"
@@ -73,7 +74,7 @@ def test_split_reads_each_tasks_columns(ckpt, tmp_path):
 
 def test_model_args_rebuild_the_checkpoints_encoder(ckpt):
     checkpoint, _ = ckpt
-    flags = glue.model_args(str(checkpoint))
+    flags = continued.model_args(str(checkpoint))
     pairs = dict(zip(flags[::2], flags[1::2]))
     assert pairs["--arch"] == "clear_roberta_tiny" and pairs["--max-positions"] == "64"
     assert pairs["--encoder-layers"] == "2" and pairs["--encoder-embed-dim"] == "128"
@@ -99,8 +100,8 @@ def test_model_args_never_pass_a_checkpoint_string_through(ckpt, tmp_path, field
         setattr(model, field, value)
     bad = tmp_path / "bad.pt"
     torch.save(state, bad)
-    with pytest.raises(glue.GlueDataError, match=field if field != "_name" else "_name|arch"):
-        glue.model_args(str(bad))
+    with pytest.raises(continued.ModelArgsError, match=field if field != "_name" else "_name|arch"):
+        continued.model_args(str(bad))
 
 
 def finetune(task, checkpoint, data_bin, save, *extra, env=None):

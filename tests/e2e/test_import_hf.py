@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from hf_standins import hf_ids_of_rows, make_bert, make_roberta, make_xlmr, minilm_dir, varied_sentences
+from harness.runs import logged
 from helpers import bin_path, run_cli
 
 pytest.importorskip("transformers")
@@ -156,8 +157,7 @@ def _train(data, model_dir, save_dir, *extra, max_update=4, restore=True):
 
 
 def _updates(proc):
-    return [int(json.loads(line[line.index("{"):])["num_updates"]) for line in proc.stdout.splitlines()
-            if "train_inner" in line and "{" in line]
+    return [int(r["num_updates"]) for r in logged(proc.stdout)]
 
 
 @pytest.mark.parametrize("name", ["bert", "roberta"])

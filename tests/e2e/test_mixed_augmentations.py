@@ -1,13 +1,12 @@
 """Mixed augmentations (CLEAR §3.1, future work): each view draws its own composition."""
 
-import json
-
 import numpy as np
 import pytest
 from scipy import stats
 
 from fairseq_clear import augmentations as aug
 from fairseq_clear.keyed_rng import KeyedRNG
+from harness.runs import logged
 from helpers import run_cli, train_args
 
 DEL = 4
@@ -97,8 +96,7 @@ def test_task_views_follow_the_mixture(tiny_data):
 def test_fairseq_train_with_mixed_augmentations(tiny_data, tmp_path):
     out = run_cli(train_args(tiny_data, tmp_path / "ckpt", "--augmentation-mix",
                              "del-word:0.5;reorder,del-span:0.3;none:0.2", max_update=6)).stdout
-    records = [json.loads(line[line.index("{"):]) for line in out.splitlines()
-               if "| train_inner |" in line]
+    records = logged(out)
     assert len(records) == 6 and "cl_loss" in records[0] and "mlm_loss" in records[0]
 
     proc = run_cli(train_args(tiny_data, tmp_path / "bad", "--augmentation-mix", "del-word:0.5;oops:1"),

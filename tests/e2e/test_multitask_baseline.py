@@ -17,7 +17,7 @@ def test_cosine_baseline_equals_numpy_and_scipy_on_the_same_vectors(tmp_path):
     from scipy.stats import pearsonr
     from sklearn.metrics import accuracy_score
 
-    from fairseq_clear.evaluation.glue import get_task, read_tsv
+    from fairseq_clear.preprocessing.glue_data import get_task, read_tsv
     from fairseq_clear.export.from_hf import import_hf
     from fairseq_clear.models.hub_interface import from_pretrained
 

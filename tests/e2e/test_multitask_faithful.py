@@ -172,7 +172,7 @@ def test_cosine_pair_tasks_score_sentiment_by_the_head_and_overall_over_three(mt
                                                                              tmp_path, mode):
     from scipy.stats import pearsonr
 
-    from fairseq_clear.evaluation.multitask import cls_cosines, evaluate, load
+    from fairseq_clear.evaluation.multitask.scoring import cls_cosines, evaluate, load
 
     report = tmp_path / "row.json"
     table = run_cli([sys.executable, "-m", "fairseq_clear.cli.eval_multitask", sentiment_checkpoint, "--data", mt_data,
@@ -197,7 +197,7 @@ def test_cosine_pair_tasks_score_sentiment_by_the_head_and_overall_over_three(mt
 
 def test_cosine_rows_without_a_sentiment_head_have_no_overall(mt_data, tmp_path):
     """No sentiment head: sentiment n/a and Overall n/a, never a mean of the two other metrics."""
-    from fairseq_clear.evaluation.multitask import evaluate_cosine, format_table
+    from fairseq_clear.evaluation.multitask.scoring import evaluate_cosine, format_table
 
     save = tmp_path / "para"
     run_cli(train_args(mt_data, save, "--tasks", "paraphrase", max_epoch=1))

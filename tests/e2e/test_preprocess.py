@@ -17,7 +17,10 @@ from fairseq_clear.preprocessing.common import PrepareError, StepMarkers
 from fairseq_clear.preprocessing.pipeline import prepare
 
 PREPARE_SH = REPO / "preprocess" / "prepare.sh"
-FAST = dict(vocab_size=120, punkt_sample_chars=60_000, spm_sample_size=5000, progress=False)
+# binarizer="fairseq": these tests read the text of pieces (work/*.spm) that this path writes; the
+# default direct binarizer writes the same data-bin (tests/reliability/test_direct_binarize.py)
+FAST = dict(vocab_size=120, punkt_sample_chars=60_000, spm_sample_size=5000, progress=False,
+            binarizer="fairseq")
 
 
 def synthetic_corpus(path: Path, n_sentences: int, seed: int):
@@ -215,7 +218,7 @@ def test_killed_run_resumes_and_matches_an_uninterrupted_run(corpus, prepared, t
     out = tmp_path / "out"
     args = [PREPARE_SH, big, out, "--valid", d / "valid.txt", "--test-size", "0",
             "--vocab-size", "120", "--punkt-sample-chars", "60000", "--spm-sample-size", "5000",
-            "--workers", "1"]
+            "--workers", "1", "--binarizer", "fairseq"]
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHON=sys.executable)
     proc = subprocess.Popen([str(a) for a in args], stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, env=env, start_new_session=True)

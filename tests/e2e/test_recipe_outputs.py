@@ -50,7 +50,9 @@ def runs(tmp_path_factory):
     bert = make_bert(root / "bert")
     corpus = root / "corpus.txt"
     corpus.write_text("\n".join(s for s in varied_sentences(160) if s.strip()) + "\n", encoding="utf-8")
-    sts = write_stsb(root / "sts-dev.csv", n=40)
+    # 20 pairs: a validation costs under a ninth of an update, so the interval is every update
+    # (continued.sts_interval) and the interval saves below are every update's
+    sts = write_stsb(root / "sts-dev.csv", n=20)
     # one gold score for every pair: each STS-B dev score ties (no ranks: 0), and fairseq moves
     # checkpoint_best.pt on a tie, so the second run surely moves it past the first run's export
     rows = [line.split("\t") for line in sts.read_text(encoding="utf-8").splitlines()]
@@ -157,6 +159,52 @@ def test_keep_must_be_a_number(runs, tmp_path, monkeypatch, capsys):
     assert code == "error: KEEP must be a number of interval checkpoints to keep (0 or more), got 'all'"
 
 
+# ---- the validation interval, for what a validation costs (issue 40 item 5) -----------------------
+def test_the_interval_and_the_validations_share_are_stated(runs):
+    """The fixture's dev set is tiny (40 short sentences against 64 x 2 views an update): every update
+    is validated, and the start-up line says what one validation costs and its share of the run."""
+    stated = [line for line in runs[0]["out"].splitlines() if line.startswith("recipe: STS dev ")]
+    assert len(stated) == 1, runs[0]["out"][-4000:]
+    assert "then every 1 updates (one validation takes about " in stated[0], stated[0]
+    assert "distinct dev sentences of " in stated[0] and "% of the run's time)" in stated[0], stated[0]
+
+
+def test_a_dear_dev_set_is_validated_less_often(runs, tmp_path, monkeypatch, capsys):
+    """2,000 long dev pairs against the same updates: validated at most half the run apart (two
+    validations after the start), not every tenth, and the share at that interval is stated."""
+    from fairseq_clear import continued
+
+    words = " ".join(["the quiet garden near the sea"] * 8)
+    (tmp_path / "dev.csv").write_text("".join(f"g\tx\t2012\t{i}\t3.0\t{words} {i}\t{i} {words}\n"
+                                              for i in range(2000)), encoding="utf-8")
+    monkeypatch.setenv("MAX_UPDATE", "40")
+    continued.main(["simcse-unsup", str(runs["root"] / "out" / "model" / "model.pt"), "--cpu", "--data",
+                    str(runs["root"] / "out" / "data" / "data-bin"), "--recipe-options", "--batch-size 64",
+                    "--sts-dev", str(tmp_path / "dev.csv")])
+    out = capsys.readouterr()
+    words = out.out.splitlines()
+    assert words[words.index("--validate-interval-updates") + 1] == "20", out.out  # not 4, a tenth
+    assert words[words.index("--save-interval-updates") + 1] == "20", out.out
+    assert "then every 20 updates (one validation takes about " in out.err, out.err
+
+
+def test_a_malformed_dev_set_is_refused_before_training(runs, tmp_path, monkeypatch, capsys):
+    """The interval's estimate reads STS_DEV: a bad line stops the recipe in one line naming it (the
+    run's task used to refuse it only after loading the model)."""
+    from fairseq_clear import continued
+
+    (tmp_path / "dev.csv").write_text("g\tx\t2012\t0\t3.0\ta b\tc d\nnot a pair\n", encoding="utf-8")
+    monkeypatch.setenv("MAX_UPDATE", "40")
+    with pytest.raises(SystemExit) as info:
+        continued.main(["simcse-unsup", str(runs["root"] / "out" / "model" / "model.pt"), "--cpu", "--data",
+                        str(runs["root"] / "out" / "data" / "data-bin"), "--recipe-options", "--batch-size 64",
+                        "--sts-dev", str(tmp_path / "dev.csv")])
+    message = str(info.value.code)
+    assert message.startswith("error: STS_DEV: ") and "\n" not in message, message
+    assert f"{tmp_path / 'dev.csv'}:2" in message, message
+    assert capsys.readouterr().out == ""
+
+
 # ---- row names: never two rows with one name, never a row dropped --------------------------------
 def test_two_models_of_one_folder_name_are_two_rows_of_clear_eval_sts(runs, tmp_path):
     """Two recipe exports are both 'export': two rows (the second used to replace the first)."""
@@ -180,7 +228,7 @@ def test_the_same_names_in_every_table(runs, tmp_path):
     import argparse
 
     from fairseq_clear.cli.eval_senteval import build_encoders
-    from fairseq_clear.evaluation.multitask import format_table
+    from fairseq_clear.evaluation.multitask.scoring import format_table
 
     other = tmp_path / "other" / "export"
     shutil.copytree(runs["root"] / "out" / "export", other)

@@ -12,6 +12,7 @@ import subprocess
 
 import pytest
 
+from harness.runs import logged
 from helpers import REPO, run_cli
 
 pytest.importorskip("transformers")
@@ -41,8 +42,7 @@ def lines_run(bert, tmp_path_factory):
 
 
 def _updates(text):
-    return [int(json.loads(line[line.index("{"):])["num_updates"]) for line in text.splitlines()
-            if "train_inner" in line and "{" in line]
+    return [int(r["num_updates"]) for r in logged(text)]
 
 
 def test_clear_takes_one_sentence_per_line_and_sizes_the_run_from_it(lines_run):

@@ -75,7 +75,7 @@ def test_mteb_evaluate_runs_on_a_local_sts_task(hub):
     from scipy.stats import spearmanr
 
     from fairseq_clear.evaluation.mteb_encoder import MtebEncoder, local_sts_task
-    from fairseq_clear.evaluation.sts import StsPairs, read_sts_benchmark
+    from fairseq_clear.preprocessing.sts_readers import StsPairs, read_sts_benchmark
 
     full = read_sts_benchmark(str(shared("sts", "STSBenchmark", "sts-test.csv")))
     pairs = StsPairs("sts-b-test-400", full.sent1[:400], full.sent2[:400], full.scores[:400])

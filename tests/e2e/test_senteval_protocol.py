@@ -12,8 +12,8 @@ import torch
 from embedding_helpers import write_senteval_tree
 from senteval_reference_data import toy_relatedness
 
-from fairseq_clear.evaluation import senteval_relatedness as sr
-from fairseq_clear.evaluation.sts_eval import evaluate_sts
+from fairseq_clear.evaluation.sts import relatedness as sr
+from fairseq_clear.evaluation.sts.scoring import evaluate_sts
 
 REFERENCE = os.path.join(os.path.dirname(__file__), "..", "support", "data", "senteval_relatedness_reference.json")
 

@@ -1,18 +1,12 @@
 """SimCSE (Gao et al. 2021; seed 004 §4.1): dropout-only views, the supervised loss with hard
 negatives, and both modes through the real fairseq-train CLI."""
 
-import json
-
 import pytest
 import torch
 import torch.nn.functional as F
 
+from harness.runs import logged
 from helpers import USER_DIR, bin_path, run_cli, synthetic_sentences, train_args
-
-
-def logged(output, tag="train_inner"):
-    return [json.loads(line[line.index("{"):]) for line in output.splitlines()
-            if f"| {tag} |" in line and "{" in line]
 
 
 def mean(values):

@@ -8,6 +8,7 @@ import shutil
 import numpy as np
 import pytest
 
+from harness.runs import logged
 from helpers import bin_path, run_cli
 
 
@@ -83,6 +84,7 @@ def test_minilm_keeps_pooling_and_normalize_through_training_and_export(tmp_path
     assert "mean pooling, unit-length vectors (Normalize)" in imported.stdout, imported.stdout
     args = (model / "fairseq_args.txt").read_text().split()
     assert "--sentence-normalize" in args and args[args.index("--pretrained-pooling") + 1] == "mean"
+    assert args[args.index("--sentence-max-length") + 1] == "256"  # its max_seq_length, not the 512 positions
     hub = from_pretrained(str(model), "model.pt")
     assert hub.default_pooling == "mean" and hub.default_normalize
     assert np.allclose(np.linalg.norm(hub.embed(["a man plays a guitar", "rain"]), axis=1), 1, atol=1e-5)
@@ -102,7 +104,7 @@ def test_minilm_keeps_pooling_and_normalize_through_training_and_export(tmp_path
 
     cfg = vars(safe_load(save / "checkpoint_last.pt")["cfg"]["model"])
     assert cfg["sentence_pooling"] == "mean" and cfg["sentence_normalize"] is True
-    assert cfg["pretrained_kind"] == "sentence-embedding"
+    assert cfg["pretrained_kind"] == "sentence-embedding" and cfg["sentence_max_length"] == 256
 
     trained = from_pretrained(str(save), "checkpoint_last.pt", str(data))
     sentences = ["A man is playing a guitar.", "Someone plays music.", "The weather is cold.", ""]
@@ -114,6 +116,7 @@ def test_minilm_keeps_pooling_and_normalize_through_training_and_export(tmp_path
     st = SentenceTransformer(str(out), device="cpu")
     assert [type(m).__name__ for m in st] == ["Transformer", "Pooling", "Normalize"]
     assert st[1].get_config_dict()["pooling_mode"] == "mean" and st.get_sentence_embedding_dimension() == 384
+    assert st.max_seq_length == 256 and trained.max_length == 256
     theirs = st.encode(sentences)
     assert np.allclose(np.linalg.norm(theirs, axis=1), 1, atol=1e-5)
     assert np.abs(ours - theirs).max() < 1e-4
@@ -208,7 +211,7 @@ def test_recipe_continues_minilm_with_continued_values_and_exports_the_best(tmp_
     out = proc.stdout
     assert "recipe: lr 3e-05 (SimCSE, continued training of a sentence-embedding model of base size" in out, out[-5000:]
     assert "recipe: sentence-pooling mean (the model's own pooling" in out
-    lrs = {json.loads(line[line.index("{"):])["lr"] for line in out.splitlines() if "train_inner" in line and "{" in line}
+    lrs = {r["lr"] for r in logged(out)}
     assert lrs and all(float(lr) <= 3e-5 for lr in lrs), lrs
     assert "STS-B dev Spearman: start" in out
     assert "checkpoint: " in out and (tmp_path / "out/checkpoints/checkpoint_best.pt").is_file()

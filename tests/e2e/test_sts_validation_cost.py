@@ -20,7 +20,7 @@ def dev_with_repeats(path):
 
 @pytest.fixture
 def validator(hub, ckpt, tmp_path):
-    from fairseq_clear.evaluation.sts_validation import StsValidator
+    from fairseq_clear.tasks.sts_validation import StsValidator
 
     def make(pooling=None, batch_size=16):
         dev = dev_with_repeats(tmp_path / "sts-dev.csv")
@@ -31,7 +31,7 @@ def validator(hub, ckpt, tmp_path):
 
 def plain_score(v, model, pooling):
     """The plain computation: every side of every pair tokenised and embedded, in the file's order."""
-    from fairseq_clear.evaluation.sts import spearman
+    from fairseq_clear.preprocessing.sts_readers import spearman
     from fairseq_clear.models.inference import cosine_rows, embed_tokens
 
     n = len(v.pairs)

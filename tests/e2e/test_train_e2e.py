@@ -1,19 +1,9 @@
 """The real fairseq-train CLI with --user-dir fairseq_clear on a tiny binarized corpus."""
 
-import json
-
 import torch
 
+from harness.runs import logged
 from helpers import run_cli, train_args
-
-
-def logged(output: str, tag: str = "train_inner"):
-    """The JSON records fairseq logged under ``tag`` (``--log-format json``)."""
-    records = []
-    for line in output.splitlines():
-        if f"| {tag} |" in line and "{" in line:
-            records.append(json.loads(line[line.index("{"):]))
-    return records
 
 
 def mean(values):

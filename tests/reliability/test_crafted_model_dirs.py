@@ -108,12 +108,12 @@ def test_eval_sts_model_names_the_damaged_file(bert, tmp_path, case):
                          ids=["not-utf8", "not-a-tokenizer"])
 def test_import_hf_names_the_users_tokenizer_json_not_its_staged_copy(bert, tmp_path, content):
     """With vocab.txt present, tokenizer.json is read only after it is copied to the staging directory:
-    the error named that copy (a hidden .out.partial-* path the user never wrote)."""
+    the error named that copy (a hidden .out.tmp-* path the user never wrote)."""
     model = tmp_path / "model"
     shutil.copytree(bert, model)
     path = model / "tokenizer.json"
     path.write_bytes(content) if isinstance(content, bytes) else path.write_text(content)
     proc = _run([bin_path("clear-import-hf"), model, tmp_path / "out"])
     _one_error_line(proc, str(path))
-    assert ".partial" not in proc.stderr, proc.stderr[-3000:]
+    assert ".out.tmp-" not in proc.stderr, proc.stderr[-3000:]
     assert not (tmp_path / "out").exists() and [p.name for p in tmp_path.iterdir()] == ["model"]

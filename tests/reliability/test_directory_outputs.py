@@ -28,7 +28,7 @@ def _tree(root) -> dict:
 
 
 def _staging_left(parent) -> list:
-    return [p for p in os.listdir(parent) if ".partial-" in p]
+    return [p for p in os.listdir(parent) if ".tmp-" in p]
 
 
 def _one_error(proc) -> str:
@@ -177,7 +177,7 @@ def glue_dir(tmp_path):
 
 
 def test_glue_split_rerun_replaces_its_files_and_keeps_the_users(tiny_data, glue_dir, tmp_path):
-    from fairseq_clear.evaluation.glue import split_task
+    from fairseq_clear.evaluation.glue.finetune import split_task
 
     out = tmp_path / "MRPC-raw"
     spm = str(tiny_data / "sentencepiece.model")
@@ -203,7 +203,7 @@ def test_glue_split_refuses_a_directory_that_is_not_its_output(tiny_data, glue_d
 
 
 def test_glue_split_out_with_a_trailing_slash_or_through_a_symlink(tiny_data, glue_dir, tmp_path):
-    from fairseq_clear.evaluation.glue import split_task
+    from fairseq_clear.evaluation.glue.finetune import split_task
 
     out, spm = tmp_path / "CoLA-raw", str(tiny_data / "sentencepiece.model")
     for _ in range(2):
@@ -218,7 +218,7 @@ def test_glue_split_out_with_a_trailing_slash_or_through_a_symlink(tiny_data, gl
 
 
 def test_glue_split_killed_while_publishing_leaves_whole_files(tiny_data, glue_dir, tmp_path, monkeypatch):
-    from fairseq_clear.evaluation.glue import split_task
+    from fairseq_clear.evaluation.glue.finetune import split_task
 
     out, snapshot, spm = tmp_path / "raw", tmp_path / "snapshot", str(tiny_data / "sentencepiece.model")
     split_task(str(glue_dir), "MRPC", spm, str(snapshot))

@@ -38,7 +38,7 @@ def test_export_into_the_checkpoint_directory_keeps_everything(ckpt, tmp_path):
     after = {p: (run / p).read_bytes() for p in _tree(run)}
     assert all(after[p] == before[p] for p in before)
     assert "modules.json" in after and "export_manifest.json" in after
-    assert not [p for p in os.listdir(tmp_path) if ".partial-" in p]
+    assert not [p for p in os.listdir(tmp_path) if ".tmp-" in p]
 
 
 def test_overwrite_replaces_only_the_previous_exports_files(ckpt, tmp_path):
@@ -53,7 +53,8 @@ def test_overwrite_replaces_only_the_previous_exports_files(ckpt, tmp_path):
     _export(checkpoint, data, out, "--overwrite", "--pooling", "mean")
     assert (out / "my_notes.txt").read_text() == "mine"
     assert stale.read_text() == "x"  # not written by an export: never deleted, even inside its folder
-    assert "mean" in (out / "1_Pooling" / "config.json").read_text()  # the new export's own file
+    # the new export's own file (its legacy flags name every mode: read the mode itself)
+    assert json.loads((out / "1_Pooling" / "config.json").read_text())["pooling_mode"] == "mean"
     assert SentenceTransformer(str(out), device="cpu").encode("a dog").shape == (128,)
 
 
@@ -66,7 +67,7 @@ def test_a_foreign_file_with_an_export_name_is_never_replaced(ckpt, tmp_path):
     assert proc.returncode == 2 and "config.json" in proc.stdout and "did not write" in proc.stdout, proc.stdout[-2000:]
     assert (out / "config.json").read_text() == '{"user": 1}'
     assert os.listdir(out) == ["config.json"]
-    assert not [p for p in os.listdir(tmp_path) if ".partial-" in p]
+    assert not [p for p in os.listdir(tmp_path) if ".tmp-" in p]
 
 
 def test_a_failed_export_leaves_no_half_written_directory(ckpt, tmp_path):
@@ -133,7 +134,7 @@ def test_overwrite_replaces_only_files_whose_content_we_recorded(tmp_path):
         with staged_output(out, overwrite=True) as staging:
             _write(staging, {"config.json": "v3"})
     assert (out / "config.json").read_text() == "edited by the user"
-    assert not [p for p in os.listdir(tmp_path) if ".partial-" in p]
+    assert not [p for p in os.listdir(tmp_path) if ".tmp-" in p]
 
 
 def test_a_killed_exports_staging_directory_is_removed_by_the_next_one(tmp_path):
@@ -152,12 +153,12 @@ def test_a_killed_exports_staging_directory_is_removed_by_the_next_one(tmp_path)
             os.kill(os.getpid(), signal.SIGKILL)
     """)
     assert subprocess.run([sys.executable, "-c", code]).returncode == -9
-    left = [p for p in os.listdir(tmp_path) if ".partial-" in p]
+    left = [p for p in os.listdir(tmp_path) if ".tmp-" in p]
     assert len(left) == 1 and os.path.isfile(tmp_path / left[0] / "model.pt")
-    (tmp_path / ".out.partial-1-mine").mkdir()  # not ours (no marker): never removed
+    (tmp_path / ".out.tmp-999999999-mine").mkdir()  # our pattern, a dead pid, but no marker: never removed
     with staged_output(out) as staging:
         _write(staging, {"config.json": "{}"})
-    assert sorted(p for p in os.listdir(tmp_path) if ".partial-" in p) == [".out.partial-1-mine"]
+    assert sorted(p for p in os.listdir(tmp_path) if ".tmp-" in p) == [".out.tmp-999999999-mine"]
     assert sorted(os.listdir(out)) == ["config.json", "export_manifest.json"]
 
 

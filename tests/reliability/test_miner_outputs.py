@@ -146,6 +146,25 @@ def test_outputs_are_written_and_replace_the_previous_ones(fake_model, tmp_path,
     assert not [n for n in os.listdir(tmp_path) if ".tmp-" in n or n.endswith(".partial")]
 
 
+def test_a_killed_runs_temporary_outputs_are_removed_by_the_next_run_and_nothing_else(fake_model, tmp_path):
+    dead = 999999999  # no such process: what a miner killed (SIGKILL) while writing left
+    left = [f".mined.csv.tmp-{dead}", f".mined.json.tmp-{dead}"]
+    others = ["mined.csv.partial", "mined.csv.tmp", ".mined.csv.tmp-notes", f".notes.csv.tmp-{dead}",
+              f".mined.csv.tmp-{os.getppid()}"]  # the user's look-alikes, another target, a live process
+    for name in left + others:
+        (tmp_path / name).write_text("x", encoding="utf-8")
+    work = tmp_path / "work"  # its vectors: a killed run's, a user's folder, a live run's
+    for name in (f".clear-mine.tmp-{dead}-ab12", "clear-mine-mine", f".clear-mine.tmp-{os.getppid()}-cd34"):
+        (work / name).mkdir(parents=True)
+        (work / name / "corpus.npy").write_bytes(b"x")
+    argv = _argv(tmp_path, "--out", tmp_path / "mined.csv", "--num-negatives", "2", "--work-dir", work)
+    assert cli.main([str(a) for a in argv]) == 0
+    names = set(os.listdir(tmp_path))
+    assert not names & set(left), sorted(names)
+    assert set(others) <= names and all((tmp_path / n).read_text(encoding="utf-8") == "x" for n in others)
+    assert sorted(os.listdir(work)) == [f".clear-mine.tmp-{os.getppid()}-cd34", "clear-mine-mine"]
+
+
 # ---- L10: a full disk while writing ---------------------------------------------------------
 
 @pytest.mark.parametrize("which", ["mined.csv", "mined.json"])

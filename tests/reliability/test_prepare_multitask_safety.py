@@ -63,7 +63,7 @@ def _tree(root) -> dict:
 
 
 def _staging_left(parent) -> list:
-    return [p for p in os.listdir(parent) if ".partial-" in p]
+    return [p for p in os.listdir(parent) if ".tmp-" in p]
 
 
 # ---- --out: only our own files, replaced through the manifest -----------------------------------

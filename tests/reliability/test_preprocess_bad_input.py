@@ -53,7 +53,8 @@ def bad(tmp_path_factory):
     out = tmp_path_factory.mktemp("bad_out")
     summary = prepare([str(files[n]) for n in order], str(out), valid=[str(files["valid.txt"])],
                       test_size=0, vocab_size=200, tokens_per_sample=TOKENS_PER_SAMPLE,
-                      punkt_sample_chars=50_000, spm_sample_size=5000, workers=2, progress=False)
+                      punkt_sample_chars=50_000, spm_sample_size=5000, workers=2, progress=False,
+                      binarizer="fairseq")  # the tests read the text of pieces (work/train.spm)
     return {"dir": d, "files": files, "out": out, "summary": summary, "ten_mb": ten_mb,
             "sentence_600": sentence_600}
 

@@ -122,9 +122,9 @@ def test_second_run_on_a_save_dir_is_refused(tiny_data, tmp_path):
 def test_only_our_orphaned_temporary_files_are_removed(tiny_data, tmp_path):
     save = tmp_path / "save"
     save.mkdir()
-    dead = save / "checkpoint_last.pt.tmp-copy-999999"   # a killed run of ours
-    dead_save = save / "checkpoint_1_2.pt.tmp-save-999998-0"
-    alive = save / f"checkpoint_last.pt.tmp-copy-{os.getpid()}"  # a live process
+    dead = save / ".checkpoint_last.pt.tmp-999999-copy"   # a killed run of ours
+    dead_save = save / ".checkpoint_1_2.pt.tmp-999998-save0"
+    alive = save / f".checkpoint_last.pt.tmp-{os.getpid()}-copy"  # a live process
     foreign = save / "checkpoint_last.pt.tmp"  # fairseq's own name: not ours to delete
     notes = save / "notes.tmp-copy-x"
     for p in (dead, dead_save, alive, foreign, notes):

@@ -13,10 +13,10 @@ import pytest
 from helpers import run_cli
 from senteval_reference_data import write_toy_senteval_tree
 
-from fairseq_clear.evaluation import senteval_classifier as sc
-from fairseq_clear.evaluation import senteval_data as sd
-from fairseq_clear.evaluation import sts
-from fairseq_clear.evaluation.senteval_transfer import VectorCache, evaluate_transfer
+from fairseq_clear.evaluation.senteval import classifier as sc
+from fairseq_clear.evaluation.senteval import data as sd
+from fairseq_clear.preprocessing import sts_readers as sts
+from fairseq_clear.evaluation.senteval.transfer import VectorCache, evaluate_transfer
 
 COMMAND = [sys.executable, "-m", "fairseq_clear.cli.eval_senteval"]
 

@@ -53,7 +53,7 @@ def write_stsb(path: Path, n: int = 60, seed: int = 5):
 
 def write_senteval_tree(root: Path, seed: int = 7):
     """A small SentEval-layout STS directory (every task of Table 2) built from synthetic sentences."""
-    from fairseq_clear.evaluation.sts import STS_YEARS
+    from fairseq_clear.preprocessing.sts_readers import STS_YEARS
 
     rng = random.Random(seed)
     sentences = synthetic_sentences(200, seed=seed)

@@ -175,7 +175,7 @@ def _toy_tokenizer_class():
             return cls(path) if os.path.isfile(path) else None
 
         def hf_tokenizer(self, dictionary, max_positions, work_dir):
-            from fairseq_clear.export.hf_tokenizers import bert_row_tokenizer
+            from fairseq_clear.hf_tokenizers import bert_row_tokenizer
 
             return bert_row_tokenizer(self.hf_row_tokens(dictionary), False, max_positions, work_dir)
 
@@ -268,3 +268,240 @@ def test_the_augmentation_rates_are_declared_once():
     assert augmentation_params(cfg) == aug.AugmentationParams(del_word_rate=0.4, reorder_pairs=3)
     assert np.isclose(aug.AugmentationParams().del_word_rate, 0.7)  # the paper's
     assert fairseq_clear.__version__
+
+
+# ---- a new augmentation: one entry of BUILDERS (+ DELETIONS when it writes [DEL]) ------------------
+
+def test_a_new_deleting_augmentation_is_driven_by_deletions_alone(monkeypatch):
+    """A toy deletion that writes runs of [DEL] and merges nothing itself: registered in BUILDERS and
+    named in DELETIONS, it is an --augmentations name, needs [DEL] (the task adds it), and its views
+    (alone, composed, in a mixture) hold no two [DEL]s in a row."""
+    from types import SimpleNamespace
+
+    from fairseq_clear import augmentations as aug
+    from fairseq_clear.tasks.clear import ClearTask
+
+    def toy_deletion(params, del_idx, synonym_index):
+        return lambda t, r: np.where(np.arange(len(t)) < len(t) // 2, del_idx, t)  # the first half, unmerged
+
+    monkeypatch.setitem(aug.BUILDERS, "toy-del", toy_deletion)
+    monkeypatch.setattr(aug, "DELETIONS", aug.DELETIONS + ("toy-del",))
+    params, DEL = aug.AugmentationParams(), 99
+    assert aug.parse_augmentations("toy-del,reorder") == ["toy-del", "reorder"]
+    with pytest.raises(aug.AugmentationConfigError, match=r"'toy-del' needs the \[DEL\] symbol"):
+        aug.build_augmentation(["toy-del"], params, None)
+    task = SimpleNamespace(cfg=SimpleNamespace(mlm_only=False, augmentation_mix=""), augmentation_names=["toy-del"])
+    assert ClearTask.uses_del_symbol(task)  # the task adds [DEL] to the dictionary
+    tokens = np.arange(10, 30)
+    rng = np.random.default_rng(0)
+    views = [aug.build_augmentation(["toy-del"], params, DEL)(tokens, rng),
+             aug.build_augmentation(["subs", "toy-del"], aug.AugmentationParams(subs_rate=0.0), DEL,
+                                    aug.SynonymIndex(np.ones(200, bool), {}))(tokens, rng),
+             aug.build_mixture([("toy-del", 1.0)], params, DEL)(tokens, rng)]
+    for view in views:
+        assert view.tolist() == [DEL] + list(range(20, 30)), view  # ten [DEL]s merged into one
+
+
+# ---- a new pooling: one entry of models/pooling.POOLINGS --------------------------------------------
+
+def test_a_new_pooling_round_trips_through_the_export_and_the_import(monkeypatch, tmp_path):
+    """A toy pooling registered in the one table (under sentence-transformers' 'max', whose own entry it
+    replaces): a sentence-transformers model pooling with max imports as it, the export writes max and
+    both key sets of its config, sentence-transformers and the model card's transformers-alone snippet
+    give the hub's vectors, and the export imports back as the toy."""
+    import json
+    import re
+
+    import torch
+    from hf_standins import make_bert, saved_by_sentence_transformers
+    from sentence_transformers import SentenceTransformer
+
+    from fairseq_clear.export.from_hf import import_hf
+    from fairseq_clear.export.hf import CHECK_SENTENCES, export
+    from fairseq_clear.models import pooling
+    from fairseq_clear.models.hub_interface import from_pretrained
+
+    def toy(features, keep):
+        return features.masked_fill(keep == 0, float("-inf")).amax(dim=1)
+
+    monkeypatch.delitem(pooling.POOLINGS, "max")
+    monkeypatch.setitem(pooling.POOLINGS, "toy", pooling.PoolingMode(
+        "max", toy, "hidden.masked_fill(mask == 0, float('-inf')).amax(dim=1)"))
+    source = saved_by_sentence_transformers(make_bert(tmp_path / "bert"), tmp_path / "st", "max", normalize=False)
+    # the import's check compares with sentence-transformers' encode(): the toy computes its max
+    assert import_hf(str(source), str(tmp_path / "imported"))["options"]["pretrained_pooling"] == "toy"
+    hub = from_pretrained(str(tmp_path / "imported"), "model.pt", ".")
+    assert hub.default_pooling == "toy"
+    out = tmp_path / "export"
+    export(hub, str(out), check_sentences=CHECK_SENTENCES)
+    config = json.loads((out / "1_Pooling" / "config.json").read_text())
+    assert config["pooling_mode"] == "max" and config["pooling_mode_max_tokens"] is True
+    sentences = ["A man is playing a guitar.", "Someone plays an instrument on a big stage tonight."]
+    theirs = SentenceTransformer(str(out), device="cpu").encode(sentences, convert_to_numpy=True)
+    np.testing.assert_allclose(hub.embed(sentences), theirs, atol=1e-5)
+    card = (out / "README.md").read_text()
+    snippet = re.search(r"With transformers alone.*?```python\n(.*?)```", card, re.S).group(1)
+    scope = {}
+    exec(snippet.replace("PATH", str(out)).replace("['A man is playing a guitar.', 'Someone plays an "
+                                                   "instrument.']", repr(sentences)), scope)
+    assert "amax" in snippet
+    np.testing.assert_allclose(scope["vector"].detach().numpy(), theirs, atol=1e-5)
+    assert torch.is_tensor(scope["vector"])
+    assert import_hf(str(out), str(tmp_path / "again"))["options"]["pretrained_pooling"] == "toy"
+
+
+# ---- a new recipe mode: one entry of paper_defaults.CONTINUED ----------------------------------------
+
+def test_a_new_recipe_mode_is_one_entry_of_the_table(monkeypatch, tmp_path, capsys):
+    """A toy mode added to CONTINUED alone: continued.py gives its values and takes it as MODE, budget.py
+    its epochs, its corpus's count and its frozen encoder's checkpoints, run.sh its data and recipe."""
+    import json
+    import re
+
+    from helpers import REPO
+
+    from fairseq_clear import budget, continued, paper_defaults
+
+    run_sh = (REPO / "examples" / "pretrained" / "run.sh").read_text(encoding="utf-8")
+    usage = re.search(r"^# MODE +(.*)$", run_sh, re.M).group(1)
+    assert re.findall(r"[a-z][a-z-]+", usage.split("(")[0]) == list(paper_defaults.CONTINUED)  # its usage
+    assert 'continued --recipe-of "$MODE"' in run_sh and 'case "$MODE"' not in run_sh  # it lists no mode
+
+    toy = paper_defaults.RecipeMode("Toy 2026", {"lr": ("2e-05", "7e-06")}, ("2", "Toy: 2 epochs"), "pairs",
+                                    "toy/train.sh", batch="24", frozen_encoder=True)
+    monkeypatch.setitem(paper_defaults.CONTINUED, "toy", toy)
+    # continued: the values for a pre-trained encoder of each size, the paper's batch on a GPU
+    record = {"pretrained_kind": "encoder", "encoder_embed_dim": 1024}
+    words, log = continued.options("toy", record, False, [], {})
+    assert words[:4] == ["--lr", "7e-06", "--batch-size", "24"], words
+    assert any("Toy 2026, continued training of a pre-trained encoder of large size" in line for line in log)
+    assert continued.lr_warning("toy", "encoder", 768, 1e-3).startswith("--lr 0.001 is 50x what Toy 2026 uses")
+    continued.main(["toy", "-", "--max-update", "10"])  # MODE is one of the table's
+    # budget: its epochs over its corpus's examples (pairs), its checkpoints without Adam moments
+    (tmp_path / "pairs.json").write_text(json.dumps({"splits": {"train": {"pairs_written": 40}}}))
+    out, log, max_update = budget.plan("toy", str(tmp_path), "", 8, True, [], {})
+    assert max_update == 10 and "2 epoch(s) (Toy: 2 epochs) x 5 updates of 8 over 40 pairs" in log[0], log
+    log, error = budget.checkpoint_plan("toy", 1000, str(tmp_path), [], [], 0)
+    assert not error and "Toy 2026's frozen encoder has no Adam moments" in log[0], log
+    # run.sh: its corpus and recipe (python -m fairseq_clear.continued --recipe-of toy)
+    assert continued.recipe_of("toy") == ["pairs", "toy/train.sh"]
+    continued.main(["--recipe-of", "toy"])
+    assert capsys.readouterr().out.splitlines()[-2:] == ["pairs", "toy/train.sh"]
+    with pytest.raises(ValueError, match="MODE must be one of clear, declutr, simcse-unsup, simcse-sup, clsr, toy, "
+                                         "got 'tyo'"):
+        continued.recipe_of("tyo")
+
+
+# ---- a new evaluation command: a line in setup.py, a thin main in cli/ through cli.command -----------
+
+TOY_EVALUATION = '''
+"""A toy evaluation command: its library (evaluation/) raises the package's error, its main calls it."""
+from fairseq_clear.cli import command
+from fairseq_clear.errors import FairseqClearError
+
+
+class ToyScoresError(FairseqClearError, ValueError):
+    """A line of the scores file is not a number."""
+
+
+def mean_score(path):
+    with open(path, encoding="utf-8") as f:
+        values = []
+        for number, line in enumerate(f, 1):
+            try:
+                values.append(float(line))
+            except ValueError:
+                raise ToyScoresError(f"{path}:{number}: '{line.strip()}' is not a score") from None
+    return sum(values) / len(values)
+
+
+def main(argv=None):
+    print(f"mean {mean_score(argv[0]):.2f}")
+
+
+wrapped = command(main)
+'''
+
+
+def _console_scripts():
+    """{command: (module, function)} of setup.py's console_scripts."""
+    import re
+
+    from helpers import REPO
+
+    setup = (REPO / "setup.py").read_text(encoding="utf-8")
+    return {m.group(1): (m.group(2), m.group(3)) for m in re.finditer(r'"(clear-[a-z-]+) = ([\w.]+):(\w+)"', setup)}
+
+
+def _design_commands():
+    """The commands docs/design.md's layout row of cli/ names."""
+    import re
+
+    from helpers import REPO
+
+    design = (REPO / "docs" / "design.md").read_text(encoding="utf-8")
+    row = next(line for line in design.splitlines() if line.startswith("| `fairseq_clear/cli/`"))
+    return set(re.findall(r"\bclear-[a-z]+(?:-[a-z]+)*", row))
+
+
+def _not_thin(scripts):
+    """The commands whose main is not in cli/ or not wrapped by cli.command (no one-line errors)."""
+    import importlib
+
+    from fairseq_clear.cli import command
+
+    wrapper = command(lambda: None).__code__
+    return sorted(name for name, (module, function) in scripts.items()
+                  if not module.startswith("fairseq_clear.cli.")
+                  or getattr(getattr(importlib.import_module(module), function), "__code__", None) is not wrapper)
+
+
+def test_a_new_evaluation_command_is_a_setup_line_and_a_main_wrapped_in_cli(tmp_path, capsys):
+    """What design.md promises of a command: setup.py installs it (the forked runner and the docs take
+    it from there), its main is in cli/ through cli.command, design.md's layout names it; the checks
+    catch a toy command that breaks each."""
+    from fairseq_clear import cli
+
+    scripts = _console_scripts()
+    assert len(scripts) >= 15 and set(scripts) == _design_commands(), set(scripts) ^ _design_commands()
+    assert _not_thin(scripts) == []
+    n = next(_ids)
+    module = f"{cli.__name__}.toy_eval_{n}"
+    path = tmp_path / f"toy_eval_{n}.py"
+    path.write_text(textwrap.dedent(TOY_EVALUATION), encoding="utf-8")
+    spec = importlib.util.spec_from_file_location(module, path)
+    sys.modules[module] = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(sys.modules[module])
+        toy = {**scripts, "clear-eval-toy": (module, "wrapped")}
+        assert _not_thin(toy) == [] and set(toy) - _design_commands() == {"clear-eval-toy"}  # not listed yet
+        assert _not_thin({**scripts, "clear-eval-toy": (module, "main")}) == ["clear-eval-toy"]  # unwrapped
+        scores = tmp_path / "scores.txt"
+        scores.write_text("1.0\n3.0\n", encoding="utf-8")
+        sys.modules[module].wrapped([str(scores)])
+        assert capsys.readouterr().out == "mean 2.00\n"
+        scores.write_text("1.0\nthree\n", encoding="utf-8")
+        with pytest.raises(SystemExit) as end:
+            sys.modules[module].wrapped([str(scores)])
+        assert end.value.code == 2
+        assert capsys.readouterr().err == f"error: {scores}:2: 'three' is not a score\n"
+    finally:
+        del sys.modules[module]
+
+
+def test_where_a_change_goes_lists_each_kind_with_its_toy():
+    """docs/design.md's "Where a change goes" names exactly the kinds of change checked here, each with
+    its toy test (which exists)."""
+    import re
+
+    from helpers import REPO
+
+    design = (REPO / "docs" / "design.md").read_text(encoding="utf-8")
+    section = design.split("## Where a change goes\n", 1)[1].split("\n## ", 1)[0]
+    bullets = [b for b in section.split("\n* ") if b.startswith("**")]
+    kinds = ["A new task", "A new tokenizer", "A size or rate", "A new augmentation", "A new pooling",
+             "A new recipe mode", "A new evaluation command"]
+    assert [next((k for k in kinds if b[2:].startswith(k)), b[:40]) for b in bullets] == kinds
+    for bullet in bullets:
+        toys = re.findall(r"Toy: `(test_\w+)`", " ".join(bullet.split()))
+        assert len(toys) == 1 and callable(globals().get(toys[0])), bullet[:60]

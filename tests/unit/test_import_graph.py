@@ -1,4 +1,5 @@
-"""No import cycle inside the package (module-level or inside functions), checked with ast."""
+"""No import cycle inside the package (module-level or inside functions), checked with ast; no two
+of its folders import each other."""
 
 import ast
 from pathlib import Path
@@ -76,6 +77,40 @@ def test_library_never_imports_the_console_layer():
     offenders = [(m, t) for m, ts in edges.items() for t in ts
                  if t.startswith("fairseq_clear.cli") and not m.startswith("fairseq_clear.cli")]
     assert offenders == []
+
+
+#: folder pairs that may import each other, each with the reason it must stay: none (a piece both
+#: need moves to the lower one, as the STS and GLUE readers to preprocessing/ and the plugin's
+#: registered names to checkpoint_safety.py did)
+MUTUAL_ALLOWED = set()
+
+
+def _folder_edges(edges):
+    """{(a, b): [module imports]} between the package's folders: its top-level sub-packages and
+    top-level modules (``fairseq_clear.evaluation.sts.scoring`` is in ``evaluation``)."""
+    found = {}
+    for m, ts in edges.items():
+        for t in ts:
+            a, b = m.split(".")[1:2], t.split(".")[1:2]
+            if a and b and a != b:
+                found.setdefault((a[0], b[0]), []).append(f"{m} imports {t}")
+    return found
+
+
+def _mutual(found):
+    return sorted(f"{a} <-> {b}: {found[a, b][0]}; {found[b, a][0]}" for a, b in found
+                  if a < b and (b, a) in found and frozenset((a, b)) not in MUTUAL_ALLOWED)
+
+
+def test_no_two_folders_import_each_other():
+    """A layer imports only lower ones: a change inside one folder never reaches back into it."""
+    assert _mutual(_folder_edges(_graph()[1])) == []
+
+
+def test_the_folder_rule_finds_a_pair():
+    edges = {"p.models.hub": {"p.tasks.base"}, "p.tasks.mt": {"p.models.heads"}, "p.tasks.base": {"p.errors"}}
+    assert _mutual(_folder_edges(edges)) == ["models <-> tasks: p.models.hub imports p.tasks.base; "
+                                             "p.tasks.mt imports p.models.heads"]
 
 
 def test_the_unit_tier_runs_no_tool():

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from fairseq_clear.evaluation.multitask import combine, task_metric
+from fairseq_clear.evaluation.multitask.scoring import combine, task_metric
 
 
 def _pred(task, scores, labels):
@@ -39,7 +39,7 @@ def test_per_task_picks_the_best_of_the_checkpoints_having_the_head():
 
 
 def test_no_head_at_all_is_one_error():
-    from fairseq_clear.evaluation.multitask import MultitaskEvalError
+    from fairseq_clear.evaluation.multitask.scoring import MultitaskEvalError
 
     with pytest.raises(MultitaskEvalError, match="no task head"):
         combine([{}, {}], "per-task", [{}, {}])

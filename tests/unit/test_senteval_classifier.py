@@ -11,9 +11,9 @@ import torch
 
 from senteval_reference_data import CLASSIFIER_CASES, write_toy_senteval_tree
 
-from fairseq_clear.evaluation import senteval_classifier as sc
-from fairseq_clear.evaluation.senteval_data import read_senteval_task
-from fairseq_clear.evaluation.senteval_transfer import score_task
+from fairseq_clear.evaluation.senteval import classifier as sc
+from fairseq_clear.evaluation.senteval.data import read_senteval_task
+from fairseq_clear.evaluation.senteval.transfer import score_task
 
 REFERENCE = os.path.join(os.path.dirname(__file__), "..", "support", "data", "senteval_classifier_reference.json")
 
@@ -90,7 +90,7 @@ def test_non_finite_vectors_are_refused(toy):
     sentences = data.sentences()
     matrix = np.stack([vectors[s] for s in sentences])
     matrix[3, 0] = np.nan
-    from fairseq_clear.evaluation.senteval_transfer import evaluate_transfer
+    from fairseq_clear.evaluation.senteval.transfer import evaluate_transfer
 
     with pytest.raises(sc.SentEvalConfigError, match="NaN or Inf"):
         evaluate_transfer({"m": lambda s: {"x": matrix}}, {"Tense": data}, sc.make_config("prototyping"),

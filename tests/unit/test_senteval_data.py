@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from fairseq_clear.errors import FairseqClearError
-from fairseq_clear.evaluation import senteval_data as sd
+from fairseq_clear.evaluation.senteval import data as sd
 
 
 def _write(path, text, encoding="utf-8"):
@@ -175,8 +175,8 @@ def _sts13(root, empty_gold_line=False):
 def test_sts12_to_16_are_read_by_subset_and_scored_as_senteval_s_stseval(tmp_path):
     from scipy.stats import spearmanr
 
-    from fairseq_clear.evaluation import senteval_classifier as sc
-    from fairseq_clear.evaluation.senteval_transfer import score_task
+    from fairseq_clear.evaluation.senteval import classifier as sc
+    from fairseq_clear.evaluation.senteval.transfer import score_task
 
     _sts13(tmp_path, empty_gold_line=True)
     data = sd.load_task("STS13", senteval_data=str(tmp_path))
@@ -199,7 +199,7 @@ def test_sts12_to_16_are_read_by_subset_and_scored_as_senteval_s_stseval(tmp_pat
 
 
 def test_the_table_is_declutr_s_snli_averaged():
-    from fairseq_clear.evaluation.senteval_transfer import table_of
+    from fairseq_clear.evaluation.senteval.transfer import table_of
 
     table = table_of({"STS12": 50.0, "MR": 70.0, "SNLI": 90.0, "Tense": 80.0})
     assert table["Downstream"] == 70.0 and table["Probing"] == 80.0 and table["Avg"] == 75.0

@@ -4,7 +4,6 @@ Everything here works on the real CLI: the resume guarantee is about what a
 user's restarted command does, not about an in-process imitation of it.
 """
 
-import json
 import os
 import re
 import signal
@@ -17,12 +16,10 @@ import torch
 
 def logged(output: str, tag: str = "train_inner") -> List[dict]:
     """The JSON records fairseq logged under ``tag`` (``--log-format json``; fairseq-train's
-    "| tag |" lines and fairseq-hydra-train's "[tag][INFO] - " ones)."""
-    records = []
-    for line in output.splitlines():
-        if (f"| {tag} |" in line or f"][{tag}][" in line) and "{" in line:
-            records.append(json.loads(line[line.index("{"):]))
-    return records
+    "| tag |" lines and fairseq-hydra-train's "[tag][INFO] - " ones): the package's reader."""
+    from fairseq_clear.evaluation.training_log import records
+
+    return records(output.splitlines(), tag)
 
 
 def by_update(records: Sequence[dict]) -> Dict[int, dict]:

@@ -1,4 +1,5 @@
-"""GLUE fine-tuning helpers for fairseq's ``sentence_prediction`` task.
+"""GLUE fine-tuning helpers for fairseq's ``sentence_prediction`` task (the GLUE files' columns
+and reader: ``preprocessing/glue_data.py``).
 
 Used by ``examples/glue/prepare.sh`` and ``examples/glue/finetune.sh``:
 
@@ -11,7 +12,8 @@ Used by ``examples/glue/prepare.sh`` and ``examples/glue/finetune.sh``:
   the CPU-sized variant).
 * ``... model-args CHECKPOINT`` — the ``--arch`` and size flags that rebuild
   the checkpoint's encoder (fine-tuning builds the model from the command
-  line, then loads the weights).
+  line, then loads the weights): ``continued.model_args``, which every recipe
+  that starts from a checkpoint reads too.
 * ``... summarize LOG TASK`` — the GLUE dev metric of every validation in a
   fairseq-train JSON log and the best one.
 
@@ -23,58 +25,16 @@ set with ``--report-acc-and-f1``, ``--report-pearson-and-spearman`` and
 computes the same from predictions with fairseq's own functions.
 """
 
-import json
 import math
 import os
-import sys
-from dataclasses import dataclass
 from typing import Dict, List, Optional
 
 import numpy as np
-from ..errors import FairseqClearError, NotUtf8Error
+
+from ...preprocessing.glue_data import GlueDataError, get_task, read_tsv
+from ..training_log import records
 
 
-@dataclass(frozen=True)
-class GlueTask:
-    """Columns (0-based) of the GLUE tsv files and fairseq's fine-tuning settings."""
-
-    inputs: tuple            # sentence columns of train/dev
-    test_inputs: tuple       # sentence columns of test
-    label: Optional[int]     # label column of train (and dev unless dev_label)
-    num_classes: int
-    lr: float
-    batch_size: int
-    total_updates: Optional[int]  # README.glue.md: 10 epochs at batch_size
-    warmup_updates: Optional[int]
-    metric: str              # the GLUE metric, as the criterion logs it
-    header: bool = True      # train/dev start with a header (CoLA's do not)
-    dev_label: Optional[int] = None
-    num_fields: Optional[int] = None  # keep only lines with this many fields (QQP)
-    dev_splits: tuple = ("dev",)
-
-    @property
-    def regression(self) -> bool:
-        return self.num_classes == 1
-
-    @property
-    def valid_subsets(self) -> tuple:
-        """fairseq's names of the dev splits (prepare.sh binarizes them as valid, valid1, ...)."""
-        return tuple("valid" if i == 0 else f"valid{i}" for i in range(len(self.dev_splits)))
-
-
-#: fairseq's examples/roberta/README.glue.md settings (WNLI is not in it: RTE's, scaled)
-TASKS: Dict[str, GlueTask] = {
-    "MNLI": GlueTask((8, 9), (8, 9), 11, 3, 1e-5, 32, 123873, 7432, "accuracy",
-                     dev_label=15, dev_splits=("dev_matched", "dev_mismatched")),
-    "QNLI": GlueTask((1, 2), (1, 2), 3, 2, 1e-5, 32, 33112, 1986, "accuracy"),
-    "QQP": GlueTask((3, 4), (1, 2), 5, 2, 1e-5, 32, 113272, 28318, "acc_and_f1", num_fields=6),
-    "RTE": GlueTask((1, 2), (1, 2), 3, 2, 2e-5, 16, 2036, 122, "accuracy"),
-    "SST-2": GlueTask((0,), (1,), 1, 2, 1e-5, 32, 20935, 1256, "accuracy"),
-    "MRPC": GlueTask((3, 4), (3, 4), 0, 2, 1e-5, 16, 2296, 137, "acc_and_f1"),
-    "CoLA": GlueTask((3,), (1,), 1, 2, 1e-5, 16, 5336, 320, "mcc", header=False),
-    "STS-B": GlueTask((7, 8), (7, 8), 9, 1, 2e-5, 16, 3598, 214, "pearson_and_spearman"),
-    "WNLI": GlueTask((1, 2), (1, 2), 3, 2, 2e-5, 16, None, None, "accuracy"),
-}
 #: criterion flags that make fairseq log the GLUE metric
 REPORT_FLAGS = {"acc_and_f1": "--report-acc-and-f1", "mcc": "--report-mcc",
                 "pearson_and_spearman": "--report-pearson-and-spearman", "accuracy": ""}
@@ -102,16 +62,6 @@ def publish(built: str, out_dir: str, check_only: bool = False) -> None:
         for name in os.listdir(built):
             shutil.move(os.path.join(built, name), os.path.join(staging, name))
     os.rmdir(built)
-
-
-class GlueDataError(FairseqClearError, ValueError):
-    """A GLUE file is missing or malformed; the message names file and line."""
-
-
-def get_task(name: str) -> GlueTask:
-    if name not in TASKS:
-        raise GlueDataError(f"unknown GLUE task '{name}', choose from {', '.join(TASKS)}")
-    return TASKS[name]
 
 
 # ---- metrics ---------------------------------------------------------------------
@@ -143,39 +93,6 @@ def glue_metrics(task: str, preds, labels) -> Dict[str, float]:
 
 
 # ---- data ------------------------------------------------------------------------
-
-def read_tsv(path: str, header: bool, num_fields: Optional[int], needed: int, numbered: bool = False):
-    """Rows of a GLUE tsv (fields split on tabs only: GLUE text has quotes); ``numbered``: each
-    as (line number, fields)."""
-    if not os.path.isfile(path):
-        raise GlueDataError(f"GLUE file '{path}' does not exist")
-    try:
-        rows, skipped = _read_tsv_rows(path, header, num_fields, needed, numbered)
-    except UnicodeDecodeError as e:
-        raise NotUtf8Error(path, e) from None
-    if skipped:
-        print(f"{path}: skipped {len(skipped)} lines without {num_fields} fields "
-              f"(first: line {skipped[0]})", file=sys.stderr)
-    return rows
-
-
-def _read_tsv_rows(path: str, header: bool, num_fields: Optional[int], needed: int, numbered: bool = False):
-    rows, skipped = [], []
-    with open(path, encoding="utf-8-sig") as f:  # MRPC files start with a BOM
-        for lineno, line in enumerate(f, start=1):
-            if header and lineno == 1:
-                continue
-            fields = line.rstrip("\n").rstrip("\r").split("\t")
-            if num_fields is not None and len(fields) != num_fields:
-                skipped.append(lineno)  # fairseq's script drops these QQP lines too
-                continue
-            if len(fields) < needed:
-                raise GlueDataError(
-                    f"{path}:{lineno}: expected at least {needed} tab-separated columns, found {len(fields)}"
-                )
-            rows.append((lineno, fields) if numbered else fields)
-    return rows, skipped
-
 
 def split_task(glue_dir: str, task: str, tokenizer_source: str, out_dir: str) -> Dict[str, int]:
     """Write OUT/SPLIT.input{0,1} (dict.txt symbols) and OUT/SPLIT.label for each split.
@@ -278,89 +195,10 @@ def settings(task: str, data_bin: Optional[str] = None, cpu: bool = False,
     }
 
 
-def model_args(checkpoint: str) -> List[str]:
-    """Command-line flags that rebuild the encoder of ``checkpoint`` (arch, sizes, positions)."""
-    import fairseq_clear  # noqa: F401  (allow-listed, weights_only loading)
-    from fairseq_clear.checkpoint_safety import safe_load
-
-    if not os.path.isfile(checkpoint):
-        raise GlueDataError(f"checkpoint '{checkpoint}' does not exist")
-    state = safe_load(checkpoint)
-    cfg = state.get("cfg") or {}
-    model = cfg.get("model") if hasattr(cfg, "get") else None
-    if model is None and state.get("args") is not None:
-        model = state["args"]
-    get = (lambda k, d=None: model.get(k, d)) if hasattr(model, "get") else (lambda k, d=None: getattr(model, k, d))
-    from fairseq_clear.checkpoint_safety import stock_roberta_names
-
-    arch = get("_name") or get("arch")
-    if arch in stock_roberta_names():
-        arch = "clear_roberta"  # fairseq's own RoBERTa (roberta.base as shipped): same encoder
-    if not arch or not str(arch).startswith("clear_roberta"):
-        raise GlueDataError(f"{checkpoint}: not a clear_roberta or fairseq RoBERTa checkpoint (arch '{arch}')")
-    max_positions = get("max_positions") or get("tokens_per_sample")
-    if max_positions is None and hasattr(cfg, "get") and cfg.get("task") is not None:
-        max_positions = cfg["task"].get("tokens_per_sample")
-    from fairseq.utils import get_available_activation_fns
-
-    from fairseq_clear.checkpoint_safety import UnsupportedCheckpointError, accepted_model_names, check_checkpoint_config
-    from fairseq_clear.checkpoint_sizes import CheckpointSizeError, check_sizes
-
-    try:
-        check_checkpoint_config(state, checkpoint)
-        check_sizes(state, checkpoint)  # the flags below rebuild the model: nothing larger than its weights
-    except (UnsupportedCheckpointError, CheckpointSizeError) as e:
-        raise GlueDataError(str(e)) from None
-
-    from fairseq_clear.checkpoint_sizes import CheckpointValueError, option_value
-
-    def checked(field, value, kind):
-        try:
-            return option_value(checkpoint, field, value, kind)
-        except CheckpointValueError as e:
-            raise GlueDataError(str(e)) from None
-
-    flags = [
-        "--arch", checked("arch", arch, accepted_model_names()),
-        "--encoder-layers", checked("encoder_layers", get("encoder_layers"), int),
-        "--encoder-embed-dim", checked("encoder_embed_dim", get("encoder_embed_dim"), int),
-        "--encoder-ffn-embed-dim", checked("encoder_ffn_embed_dim", get("encoder_ffn_embed_dim"), int),
-        "--encoder-attention-heads", checked("encoder_attention_heads", get("encoder_attention_heads"), int),
-        "--activation-fn", checked("activation_fn", get("activation_fn", "gelu"), get_available_activation_fns()),
-        "--max-positions", checked("max_positions", max_positions, int),
-    ]
-    if get("layernorm_eps") is not None:
-        flags += ["--layernorm-eps", checked("layernorm_eps", get("layernorm_eps"), float)]  # BERT's 1e-12
-    if get("encoder_normalize_before", False):
-        flags.append("--encoder-normalize-before")
-    if get("untie_weights_roberta", False):
-        flags.append("--untie-weights-roberta")
-    # what the starting model is (clear-import-hf's record), carried into the trained checkpoint
-    from fairseq_clear.models.pooling import POOLING_CHOICES, PRETRAINED_KINDS
-
-    from fairseq_clear.checkpoint_safety import stock_roberta_names
-
-    kind = get("pretrained_kind") or ("encoder" if (get("_name") or get("arch")) in stock_roberta_names() else None)
-    if kind:
-        flags += ["--pretrained-kind", checked("pretrained_kind", kind, PRETRAINED_KINDS)]
-    if get("pretrained_pooling"):
-        flags += ["--pretrained-pooling", checked("pretrained_pooling", get("pretrained_pooling"), POOLING_CHOICES)]
-    if get("sentence_normalize", False):
-        flags.append("--sentence-normalize")
-    return flags
-
-
 def read_valid_records(log_path: str, subset: str = "valid") -> List[dict]:
     """The JSON records fairseq-train logged for ``subset`` (``--log-format json``)."""
-    records = []
     with open(log_path, encoding="utf-8", errors="replace") as f:
-        for line in f:
-            if f"| {subset} |" in line and "{" in line:
-                try:
-                    records.append(json.loads(line[line.index("{"):]))
-                except json.JSONDecodeError:
-                    continue
-    return records
+        return records(f, subset)
 
 
 def summarize(log_path: str, task: str, subset: Optional[str] = None) -> dict:
@@ -420,7 +258,7 @@ def _best(rows, metric, log_path):
 
 def copy_tokenizer(source: str, dest: str) -> None:
     """Copy a data or model directory's tokenizer files and record (or a sentencepiece model) to ``dest``."""
-    from .. import vocabulary
+    from ... import vocabulary
 
     tok = (vocabulary.SentencepieceTokenizer(source) if os.path.isfile(source)
            else vocabulary.detect(source))

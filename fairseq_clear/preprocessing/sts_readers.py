@@ -178,6 +178,10 @@ def read_sts_year(directory: str, year: str, skip_malformed: bool = False) -> St
 
 #: SICK's columns in its release order (SentEval's copies are read by these positions)
 SICK_COLUMNS = ("pair_ID", "sentence_A", "sentence_B", "relatedness_score", "entailment_judgment")
+#: SICK's file of each split (SentEval's SICK folder)
+SICK_FILES = {"train": "SICK_train.txt", "dev": "SICK_trial.txt", "test": "SICK_test_annotated.txt"}
+#: what :func:`sick_rows` says of a blank line (clear-prepare-pairs passes over those, as in every format)
+EMPTY_LINE = "empty line"
 
 
 def sts_benchmark_record(line: str):
@@ -195,6 +199,27 @@ def sick_columns(header: str) -> Dict[str, int]:
     names = [h.strip().lower() for h in header.split("\t")]
     found = {c: names.index(c.lower()) for c in SICK_COLUMNS if c.lower() in names}
     return found or {c: k for k, c in enumerate(SICK_COLUMNS)}
+
+
+def sick_rows(path: str, columns: Sequence[str]) -> List[Tuple[int, Optional[Dict[str, str]], str]]:
+    """The one reader of SICK's layout (SICK-R and SICK-E of the evaluations, clear-prepare-pairs):
+    each line after the header as (line number, {column: text} of ``columns``, ""), the columns of
+    SICK_COLUMNS where the header names them, else at SICK's release positions; a malformed line
+    (empty, too few tab-separated columns) as (line number, None, why). What a value must be is the
+    caller's to check."""
+    lines = _read_lines(path)
+    found = sick_columns(lines[0] if lines else "")
+    index = {c: found.get(c, SICK_COLUMNS.index(c)) for c in columns}
+    need = max(index.values()) + 1
+    rows = []
+    for lineno, line in enumerate(lines[1:], start=2):
+        fields = line.strip().split("\t") if line.strip() else []
+        if len(fields) < need:
+            rows.append((lineno, None, f"expected at least {need} tab-separated columns, found {len(fields)}"
+                         if fields else EMPTY_LINE))
+        else:
+            rows.append((lineno, {c: fields[i] for c, i in index.items()}, ""))
+    return rows
 
 
 def read_sts_benchmark(path: str, skip_malformed: bool = False) -> StsPairs:
@@ -219,29 +244,26 @@ def read_sts_benchmark(path: str, skip_malformed: bool = False) -> StsPairs:
     return StsPairs(name, sent1, sent2, np.asarray(scores, dtype=np.float64), skipped=problems)
 
 
+def sts_dev_path(path: str) -> str:
+    """STS-B's dev file of ``--sts-validation`` (STS_DEV): ``path``, or sts-dev.csv in the directory ``path``."""
+    if os.path.isdir(path):
+        path = os.path.join(path, "sts-dev.csv")
+    if not os.path.isfile(path) or not os.access(path, os.R_OK):
+        raise STSFormatError(f"--sts-validation: cannot read '{path}' (give STS-B's sts-dev.csv or its directory)")
+    return path
+
+
 def read_sick(path: str, skip_malformed: bool = False) -> StsPairs:
-    """A SICK file: a header, then pair_ID, sentence_A, sentence_B, relatedness_score, ..."""
+    """SICK-R: a SICK file's sentence pairs and relatedness scores (:func:`sick_rows`)."""
     problems, sent1, sent2, scores = [], [], [], []
-    lines = _read_lines(path)
-    columns = sick_columns(lines[0] if lines else "")
-    ia, ib, ir = (columns.get(c, k) for c, k in (("sentence_A", 1), ("sentence_B", 2), ("relatedness_score", 3)))
-    need = max(ia, ib, ir) + 1
-    for lineno, line in enumerate(lines, start=1):
-        if lineno == 1:
-            continue  # header
-        if not line.strip():
-            problems.append(f"{path}:{lineno}: empty line")
-            continue
-        fields = line.strip().split("\t")
-        if len(fields) < need:
-            problems.append(f"{path}:{lineno}: expected at least {need} tab-separated columns, found {len(fields)}")
-            continue
-        score, problem = parse_score(fields[ir], "relatedness score", SICK_SCORE_RANGE)
+    for lineno, row, why in sick_rows(path, ("sentence_A", "sentence_B", "relatedness_score")):
+        score, why = (None, why) if row is None else parse_score(
+            row["relatedness_score"], "relatedness score", SICK_SCORE_RANGE)
         if score is None:
-            problems.append(f"{path}:{lineno}: {problem}")
+            problems.append(f"{path}:{lineno}: {why}")
             continue
-        sent1.append(_normalize(fields[ia]))
-        sent2.append(_normalize(fields[ib]))
+        sent1.append(_normalize(row["sentence_A"]))
+        sent2.append(_normalize(row["sentence_B"]))
         scores.append(score)
     _finish(problems, skip_malformed, path)
     _require_pairs(scores, path)
@@ -282,8 +304,7 @@ def load_task(task: str, directory: str, skip_malformed: bool = False, split: st
         pairs.name = "STS-B"
         return pairs
     if task == "SICK-R":
-        files = {"train": "SICK_train.txt", "dev": "SICK_trial.txt", "test": "SICK_test_annotated.txt"}
-        return read_sick(os.path.join(directory, files[split]), skip_malformed)
+        return read_sick(os.path.join(directory, SICK_FILES[split]), skip_malformed)
     raise ValueError(f"unknown STS task '{task}', choose from {ALL_TASKS}")
 
 

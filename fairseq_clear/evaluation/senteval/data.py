@@ -21,7 +21,7 @@ Each reader keeps SentEval's rules: its encodings, its label maps, whitespace to
 lines skipped. A malformed line is an error naming the file and line (where SentEval would
 stop with an IndexError or KeyError); a missing folder is an error naming it and how to get it.
 Labels and scores are held to each task's documented set (a label outside it is an error naming
-file, line and value; SICK-R's relatedness 1-5 and STS's gold 0-5, by the readers of ``sts.py``),
+file, line and value; SICK-R's relatedness 1-5 and STS's gold 0-5, by the readers of ``preprocessing/sts_readers.py``),
 and a classification task's train split must hold two classes at least (one scores 100).
 
 Also read, so that the evaluation runs with the data of ``../shared/data``: GLUE's SST-2 (its
@@ -37,7 +37,8 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
-from ..errors import FairseqClearError, NotUtf8Error
+from ...errors import FairseqClearError, NotUtf8Error
+from ...preprocessing.sts_readers import SICK_FILES, sick_rows  # the one reader of SICK's files
 
 #: DeCLUTR's 18 downstream tasks (its scripts/run_senteval.py's DOWNSTREAM_TASKS, in its order, under
 #: our names; its paper's "18 downstream tasks"): the mean over these is its "Downstream" column
@@ -327,28 +328,24 @@ def read_mrpc(folder: str) -> TaskData:
                     files=[os.path.join(folder, n) for n in names.values()])
 
 
-SICK_FILES = {"train": "SICK_train.txt", "dev": "SICK_trial.txt", "test": "SICK_test_annotated.txt"}
-
-
 def read_sick_entailment(folder: str) -> TaskData:
-    """SICK-E: columns 2 and 3 the sentences, 5 the entailment label; a header line."""
+    """SICK-E: sentence_A, sentence_B and the entailment label of each pair (the one SICK reader,
+    ``sts_readers.sick_rows``)."""
     _check_folder(folder, "SICK-E", SICK_FILES.values())
     splits = {}
     for split, name in SICK_FILES.items():
         path = os.path.join(folder, name)
         a, b, labels, problems = [], [], [], []
-        for lineno, line in enumerate(_lines(path), 1):
-            if lineno == 1 or not line.strip():
+        for lineno, row, why in sick_rows(path, ("sentence_A", "sentence_B", "entailment_judgment")):
+            if row is not None and row["entailment_judgment"] not in SICK_E_LABELS:
+                why = (f"entailment_judgment '{row['entailment_judgment'][:20]}' is not one of "
+                       f"{', '.join(SICK_E_LABELS)}")
+            if why:
+                problems.append(f"{path}:{lineno}: {why}")
                 continue
-            text = line.strip().split("\t")
-            if len(text) < 5 or text[4] not in SICK_E_LABELS:
-                found = f", found '{text[4][:20]}'" if len(text) >= 5 else ""
-                problems.append(f"{path}:{lineno}: expected pair_ID, sentence_A, sentence_B, relatedness, "
-                                f"entailment ({', '.join(SICK_E_LABELS)}){found}")
-                continue
-            a.append(_tokens(text[1]))
-            b.append(_tokens(text[2]))
-            labels.append(text[4])
+            a.append(_tokens(row["sentence_A"]))
+            b.append(_tokens(row["sentence_B"]))
+            labels.append(row["entailment_judgment"])
         _fail(path, problems)
         _require(path, labels, "pairs")
         if split == "train":
@@ -426,7 +423,7 @@ def read_probing(path: str, task: str) -> TaskData:
 
 def read_relatedness(folder: str, task: str) -> TaskData:
     """SICK-R or STS-B (train, dev, test pairs and their scores), for SentEval's regressor."""
-    from .sts import STSFormatError, load_task
+    from ...preprocessing.sts_readers import STSFormatError, load_task
 
     names = SICK_FILES if task == "SICK-R" else {s: f"sts-{s}.csv" for s in ("train", "dev", "test")}
     _check_folder(folder, task, names.values())
@@ -443,7 +440,7 @@ def read_relatedness(folder: str, task: str) -> TaskData:
 
 def read_sts_unsupervised(folder: str, task: str) -> TaskData:
     """STS12..STS16: every subset's scored pairs (SentEval's STS.input/STS.gs files), no training."""
-    from .sts import STS_YEARS, STSFormatError, read_sts_year
+    from ...preprocessing.sts_readers import STS_YEARS, STSFormatError, read_sts_year
 
     names = [f"STS.{kind}.{subset}.txt" for subset in STS_YEARS[task] for kind in ("input", "gs")]
     _check_folder(folder, task, names)
@@ -533,7 +530,7 @@ def read_glue_task(glue_dir: str, task: str) -> TaskData:
 
 def sts_folder(sts_dir: str, task: str) -> str:
     """The task's folder in clear-eval-sts's --sts-dir (SentEval's tokenized copy; SICK for SICK-E)."""
-    from .sts import resolve_sts_dirs
+    from ...preprocessing.sts_readers import resolve_sts_dirs
 
     return resolve_sts_dirs(sts_dir, "senteval")["SICK-R" if task == "SICK-E" else task]
 
@@ -575,7 +572,7 @@ def load_task(task: str, senteval_data: Optional[str] = None, glue_data: Optiona
         if task in STS_UNSUPERVISED:
             return read_sts_unsupervised(folder, task)
         return read_sick_entailment(folder) if task == "SICK-E" else read_relatedness(folder, task)
-    from .sts import TASK_DIRS
+    from ...preprocessing.sts_readers import TASK_DIRS
 
     extra = []
     if task in GLUE_TASKS:

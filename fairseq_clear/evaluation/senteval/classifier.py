@@ -36,7 +36,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 import torch
 
-from ..errors import FairseqClearError
+from ...errors import FairseqClearError
 
 SEED = 1111
 #: SentEval's L2 grid for its PyTorch classifier: ``[10**t for t in range(-5, -1)]``

@@ -1,6 +1,6 @@
 """In-training STS validation: STS-B dev Spearman at every validation round.
 
-``ClearTask`` (and so every task derived from it) mixes in
+``ContrastiveTask`` (tasks/contrastive.py: the base of every task of the plugin) mixes in
 :class:`StsValidationMixin`. With ``--sts-validation PATH`` it embeds the
 STS-B dev pairs once per validation round (fairseq calls
 ``task.begin_valid_epoch`` before the valid batches) and logs the Spearman x100
@@ -32,10 +32,12 @@ from ..models.inference import (
     check_pooling,
     cosine_rows,
     embed_batches,
+    encode_sentences,
     padded_batches,
+    sentence_input,
 )
 from ..vocabulary import DictionaryEncoder
-from .sts import read_sts_benchmark, spearman
+from ..preprocessing.sts_readers import read_sts_benchmark, spearman, sts_dev_path
 
 logger = logging.getLogger(__name__)
 
@@ -56,16 +58,6 @@ HELP = {
 }
 
 
-def resolve_sts_validation_path(path: str) -> str:
-    if os.path.isdir(path):
-        path = os.path.join(path, "sts-dev.csv")
-    if not os.path.isfile(path) or not os.access(path, os.R_OK):
-        raise StsValidationConfigError(
-            f"--sts-validation: cannot read '{path}' (give STS-B's sts-dev.csv or its directory)"
-        )
-    return path
-
-
 class StsValidationConfigError(FairseqClearError, ValueError):
     """An --sts-validation option is invalid; the message names it."""
 
@@ -75,7 +67,7 @@ class StsValidator:
 
     def __init__(self, path, tokenizer, dictionary, pooling=None, batch_size=128):
         """``tokenizer``: a :class:`~fairseq_clear.vocabulary.Tokenizer` or a sentencepiece model path."""
-        self.path = resolve_sts_validation_path(path)
+        self.path = sts_dev_path(path)
         if pooling:
             check_pooling(pooling)
         if batch_size < 1:
@@ -106,10 +98,11 @@ class StsValidator:
 
     def batches(self, model):
         """The distinct sentences tokenised, cut by length and padded for ``model``: built at the
-        first validation, then reused (a model with other max positions or padding gets its own)."""
-        key = (model.max_positions(), model.encoder.dictionary.pad())
+        first validation, then reused (a model that reads sentences otherwise, or pads otherwise, gets its own)."""
+        # the model's prompt, lower-casing and length, as embed() reads a sentence
+        key = (sentence_input(model), model.encoder.dictionary.pad())
         if self._batches is None or self._batches[0] != key:
-            tokens = self.tokenizer.encode(self.sentences, max_positions=key[0])
+            tokens = encode_sentences(self.tokenizer, model, self.sentences)[0]
             self._batches = key, list(padded_batches(tokens, key[1], self.batch_size))
         return self._batches[1]
 

@@ -16,9 +16,9 @@ from typing import Callable, Dict, List
 import numpy as np
 import torch
 
-from ..checkpoint_sizes import check_hf_sizes
-from ..errors import FairseqClearError, NotUtf8Error
-from .sts import (
+from ...checkpoint_sizes import check_hf_sizes
+from ...errors import FairseqClearError, NotUtf8Error
+from ...preprocessing.sts_readers import (
     ALL_TASKS, SENTEVAL_COPY_DIR, TABLE2_TASKS, alignment_uniformity, load_task, resolve_sts_dirs,
     score_pairs, unique_sentences,
 )
@@ -155,13 +155,14 @@ def hub_encoder(hub, poolings=("cls", "mean"), head="representation", batch_size
                 truncate_dims=()) -> Encoder:
     """A fairseq-clear hub, one label per pooling, one forward pass for all of them; with
     ``truncate_dims``, also ``pooling@d``: the first d dimensions (Matryoshka sizes)."""
-    from ..models.inference import embed_tokens
+    from ...models.inference import embed_tokens, encode_sentences
 
     def encode(sentences):
-        tokens, truncated = hub.tokenizer.encode_counted(sentences, max_positions=hub.model.max_positions())
+        # the model's prompt, lower-casing and length, as embed()
+        tokens, truncated = encode_sentences(hub.tokenizer, hub.model, sentences)
         wrapped.truncated = truncated
         if truncated:
-            logger.warning("truncated %d sentences longer than %d positions", truncated, hub.model.max_positions())
+            logger.warning("truncated %d sentences longer than %d positions", truncated, hub.max_length)
         vectors = embed_tokens(hub.model, tokens, list(poolings), head=head, batch_size=batch_size,
                                show_progress=show_progress)
         out = {}
@@ -218,7 +219,7 @@ def _directory_encoder(path, label, batch_size):
 def _check_st_modules(path, modules):
     """Each module's files, before sentence-transformers builds it: a Transformer's config.json sizes
     (transformers allocates from them) and sentence_bert_config.json, a Pooling's config.json types."""
-    from ..export.from_hf import check_pooling_config, check_sentence_bert_config
+    from ...export.from_hf import check_pooling_config, check_sentence_bert_config
 
     width = None
     for m in modules:
@@ -235,18 +236,14 @@ def _check_st_modules(path, modules):
 
 
 def _check_modules(path):
-    """modules.json names the classes sentence-transformers imports; only its own are taken
-    (before version 6 it imported any class a local directory named)."""
-    file = os.path.join(path, "modules.json")
-    modules = _read_json(file)
-    if not isinstance(modules, list):
-        raise ModelDirError(f"--model '{path}': {file} is not a list of modules")
-    for m in modules:
-        kind = m.get("type") if isinstance(m, dict) else None
-        if not isinstance(kind, str) or not kind.startswith("sentence_transformers."):
-            raise ModelDirError(f"--model '{path}': {file} names the module type {kind!r}; only "
-                                "sentence_transformers.* modules are loaded (a class named by a file is code)")
-    return modules
+    """modules.json through the import's reader (export.from_hf.read_modules: only sentence_transformers.*
+    classes, paths inside the folder), its errors naming the --model."""
+    from ...export.from_hf import ImportHfError, SentenceTransformersConfigError, read_modules
+
+    try:
+        return read_modules(path)
+    except (ImportHfError, SentenceTransformersConfigError) as e:
+        raise ModelDirError(f"--model '{path}': {e}") from None
 
 
 def _hf_mean_encoder(path, label, batch_size):
@@ -305,9 +302,9 @@ def score(encoder: Encoder, pair_sets, align_split="dev", protocol="simcse", sen
     ``senteval``: the original SentEval's numbers (CLEAR's Table 2): STS12-16 as the mean
     (``senteval_average='mean'``) or size-weighted mean (``'wmean'``) of the subsets' Spearman,
     STS-B and SICK-R as SentEval's regressor trained on the frozen vectors
-    (:mod:`.senteval_relatedness`, ``seed``). Both tables are in ``tables``."""
-    from ..models.inference import NonFiniteVectorsError, cosine_rows
-    from .senteval_relatedness import evaluate_relatedness
+    (:mod:`.relatedness`, ``seed``). Both tables are in ``tables``."""
+    from ...models.inference import NonFiniteVectorsError, cosine_rows
+    from .relatedness import evaluate_relatedness
 
     if protocol not in PROTOCOLS:
         raise ValueError(f"--protocol must be one of {', '.join(PROTOCOLS)}, got '{protocol}'")

@@ -1,11 +1,11 @@
 """SentEval's transfer and probing evaluation for any encoder: DeCLUTR's Table 1.
 
 :func:`evaluate_transfer` embeds each task's sentences with each encoder (an
-:data:`~.sts_eval.Encoder`, as clear-eval-sts uses: one label per pooling of a checkpoint, or
+:data:`~..sts.scoring.Encoder`, as clear-eval-sts uses: one label per pooling of a checkpoint, or
 one for a sentence-transformers / Hugging Face directory or a callable), puts them in SentEval's
 order, builds SentEval's features and scores them with SentEval's classifier protocol
-(:mod:`.senteval_classifier`) or, for SICK-R and STS-B, its regressor
-(:mod:`.senteval_relatedness`). Vectors are cached per (model, task) (:class:`VectorCache`),
+(:mod:`.classifier`) or, for SICK-R and STS-B, its regressor
+(:mod:`..sts.relatedness`). Vectors are cached per (model, task) (:class:`VectorCache`),
 so that another classifier setting does not embed again: an entry is keyed by everything that
 changes the vectors, holds exactly the labels (poolings) asked for, is checked against its
 SHA-256 before use, and the cache is kept under a size bound (least recently used out first).
@@ -33,10 +33,10 @@ from typing import Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 
-from ..preprocessing.common import atomic_write, remove_stale_tmp
-from ..vocabulary import sha256
-from . import senteval_classifier as sc
-from .senteval_data import DECLUTR_DOWNSTREAM, NOT_IMPLEMENTED, PROBING, SNLI_LABELS, TaskData
+from ...atomic_files import atomic_write, remove_stale_tmp
+from ...vocabulary import sha256
+from . import classifier as sc
+from .data import DECLUTR_DOWNSTREAM, NOT_IMPLEMENTED, PROBING, SNLI_LABELS, TaskData
 
 logger = logging.getLogger(__name__)
 
@@ -52,13 +52,13 @@ def _check_vectors(task: str, label: str, vectors, n: int) -> np.ndarray:
 
 def score_task(data: TaskData, vectors: np.ndarray, index: Dict[str, int], cfg: sc.ClassifierConfig) -> dict:
     """One task's SentEval result from the vectors of its sentences (``vectors[index[s]]``)."""
-    from .senteval_relatedness import evaluate_relatedness
+    from ..sts.relatedness import evaluate_relatedness
 
     def rows(sentences):
         return vectors[np.fromiter((index[s] for s in sentences), dtype=np.int64, count=len(sentences))]
 
     if data.protocol == "cosine":  # STS12-16: SentEval's STSEval, nothing trained
-        from .sts import StsPairs, score_pairs
+        from ...preprocessing.sts_readers import StsPairs, score_pairs
 
         a, b, y = data.splits["test"]
         u, v = rows(a), rows(b)

@@ -28,8 +28,8 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 import torch
 
-from ..errors import FairseqClearError
-from ..models.multitask_heads import TASK_NAMES
+from ...errors import FairseqClearError
+from ...models.multitask_heads import TASK_NAMES
 
 METRICS = {"sentiment": "sentiment_acc", "paraphrase": "paraphrase_acc", "sts": "sts_pearson"}
 COLUMNS = ("overall", "sentiment_acc", "paraphrase_acc", "sts_pearson")
@@ -84,7 +84,7 @@ def table_row(metrics: Dict[str, float]) -> Dict[str, Optional[float]]:
 def predict(hub, split: str, batch_size: int = 64, tasks: Sequence[str] = TASK_NAMES) -> Dict[str, Dict[str, np.ndarray]]:
     """{task: {"scores": probabilities / cosines, "labels": gold}} of the hub's model's heads of ``tasks``
     on ``split``."""
-    from ..data.multitask_dataset import SUPERVISED
+    from ...data.multitask_dataset import SUPERVISED
 
     task = hub.task
     if getattr(task, "name", None) != "multitask":
@@ -119,7 +119,7 @@ def predict(hub, split: str, batch_size: int = 64, tasks: Sequence[str] = TASK_N
 
 
 def load(checkpoint: str, data: str, device: str = "cpu"):
-    from ..models.hub_interface import from_pretrained
+    from ...models.hub_interface import from_pretrained
 
     if not os.path.isfile(checkpoint):
         raise MultitaskEvalError(f"checkpoint '{checkpoint}' does not exist")
@@ -188,9 +188,9 @@ def combine(predictions: List[dict], ensemble: str, selection: List[dict]):
 def read_pairs(data: str, task: str, split: str, dictionary, max_positions: int):
     """(first sentences, second sentences, labels) of ``task``'s ``split`` in clear-prepare-multitask's DATA:
     token tensors ``<s> body </s>``, bodies cut to the model's positions."""
-    from ..data.binarized_checks import load_checked
-    from ..data.sentence_dataset import SentenceDataset
-    from ..tasks.multitask import read_labels
+    from ...data.binarized_checks import load_checked
+    from ...data.sentence_dataset import SentenceDataset
+    from ...tasks.multitask import read_labels
 
     root = os.path.join(data, task)
     columns = []
@@ -216,7 +216,7 @@ def read_pairs(data: str, task: str, split: str, dictionary, max_positions: int)
 def cls_cosines(hub, data: str, task: str, split: str, batch_size: int = 64, max_rows: int = 0):
     """(cosine of the two [CLS] vectors per row, labels, the two (N, dim) vector arrays); with ``max_rows``,
     of a fixed random sample of that many rows (in their order)."""
-    from ..models.inference import embed_tokens
+    from ...models.inference import embed_tokens
 
     first, second, labels = read_pairs(data, task, split, hub.task.source_dictionary, hub.model.max_positions())
     if 0 < max_rows < len(labels):
@@ -295,7 +295,7 @@ def evaluate_cosine(checkpoints: Sequence[str], data: str, split: str = "valid",
 
 def format_table(result: dict) -> str:
     """The seed's table: Method, Overall, Sentiment Cls. Acc., Paraphrase Acc., STS Corr."""
-    from .row_names import unique_names
+    from ..row_names import unique_names
 
     header = ["Method", "Overall", "Sentiment Cls. Acc.", "Paraphrase Acc.", "STS Corr."]
     lines = []
@@ -328,6 +328,6 @@ def format_table(result: dict) -> str:
 
 
 def write_json(result: dict, path: str):
-    from ..preprocessing.common import write_json as atomic_json
+    from ...atomic_files import write_json as atomic_json
 
     atomic_json(path, result)

@@ -1,0 +1,185 @@
+"""A corpus too large for one machine: one vocabulary, then shards prepared anywhere.
+
+1. ``clear-prepare RAW... VOCAB --only-vocab [--sample-mb M]``: the sentencepiece model and dict.txt
+   from a sample of the corpus (evenly spaced pieces of every input file, M MB in all), published as
+   VOCAB/data-bin with no .bin: the ``--tokenizer-from`` of step 2.
+2. ``clear-prepare RAW... DATA --tokenizer-from VOCAB/data-bin --shards N [--shard-ids 0,3]``: the
+   training inputs are dealt into N shards of whole files (each file to the shard with the fewest
+   bytes so far, in the sorted order: every machine that sees the same corpus deals the same
+   shards), and the shards named are prepared, each by the ordinary pipeline, into
+   DATA/data-bin/shardK (fairseq's layout: ``fairseq-train DATA/data-bin/shard0:DATA/data-bin/shard1``
+   reads shard K in epoch K+1, and the valid split from the first, so only shard0 has valid and
+   test). Each shard resumes as a run of clear-prepare does (its work in DATA/work/shardK): a
+   finished shard is skipped, an interrupted one goes on from its last finished step.
+   DATA/summary.json covers the shards finished so far, wherever they were prepared.
+"""
+
+import logging
+import os
+from typing import Dict, List, Optional, Sequence
+
+from .common import (PrepareError, atomic_write, check_input_files, check_output_dir, file_identity,
+                     fingerprint, write_json)
+
+logger = logging.getLogger("fairseq_clear.prepare")
+
+#: the sample of --only-vocab is read in pieces of this size, evenly spaced in each file
+SAMPLE_PIECE_BYTES = 1 << 20
+
+
+def deal(files: Sequence[str], shards: int) -> List[List[str]]:
+    """The input files of each shard: each file, in order, to the shard with the fewest bytes so far."""
+    if len(files) < shards:
+        raise PrepareError(f"--shards {shards}: the training inputs are {len(files)} file(s); shards are "
+                           f"made of whole files, so give at least {shards} (e.g. split -n l/{shards} FILE)")
+    dealt: List[List[str]] = [[] for _ in range(shards)]
+    sizes = [0] * shards
+    for path in files:
+        k = min(range(shards), key=lambda i: (sizes[i], i))
+        dealt[k].append(path)
+        sizes[k] += os.path.getsize(path)
+    return dealt
+
+
+def parse_shard_ids(text: Optional[str], shards: int) -> List[int]:
+    """``--shard-ids 0,3`` (or ``2-5``); None: all of them."""
+    if text is None:
+        return list(range(shards))
+    ids = []
+    for part in str(text).split(","):
+        try:
+            if "-" in part.strip()[1:]:
+                a, b = part.split("-", 1)
+                ids.extend(range(int(a), int(b) + 1))
+            else:
+                ids.append(int(part))
+        except ValueError:
+            raise PrepareError(f"--shard-ids: '{text}' is not a list of shard numbers such as 0,3 or 2-5") from None
+    bad = [i for i in ids if not 0 <= i < shards]
+    if bad:
+        raise PrepareError(f"--shard-ids: {bad[0]} is not a shard of --shards {shards} (0 to {shards - 1})")
+    return sorted(set(ids))
+
+
+def shard_dirs(out_dir: str, k: int):
+    """(work, data-bin) of shard ``k``."""
+    return os.path.join(out_dir, "work", f"shard{k}"), os.path.join(out_dir, "data-bin", f"shard{k}")
+
+
+def prepare_shards(Pipeline, inputs: Sequence[str], out_dir: str, shards: int, shard_ids: Optional[str] = None,
+                   **options) -> Dict:
+    """Prepare the shards ``shard_ids`` of ``shards`` with ``Pipeline`` (pipeline.Pipeline, passed in by
+    pipeline.prepare: this module is a step of it, not above it); returns the summary of all shards finished."""
+    if shards < 1:
+        raise PrepareError(f"--shards must be >= 1, got {shards}")
+    if not options.get("tokenizer_from"):
+        raise PrepareError("--shards: give --tokenizer-from VOCAB/data-bin (made once by clear-prepare RAW... "
+                           "VOCAB --only-vocab) so that every shard has the same dict.txt")
+    ids = parse_shard_ids(shard_ids, shards)
+    out_dir = os.path.abspath(out_dir)
+    files = check_input_files(list(inputs), "RAW", out_dir)
+    check_output_dir(out_dir)
+    dealt = deal(files, shards)
+    ran = {}
+    for k in ids:
+        shard_options = dict(options)
+        if k:  # fairseq reads valid (and test) from the first path of DATA only
+            shard_options.update(valid=None, test=None, valid_size=0, test_size=0)
+        work, data_bin = shard_dirs(out_dir, k)
+        os.makedirs(os.path.dirname(data_bin), exist_ok=True)
+        logger.info("shard %d of %d: %d file(s)", k, shards, len(dealt[k]))
+        steps = Pipeline(dealt[k], out_dir, work=work, data_bin=data_bin, needs_valid=not k,
+                         **shard_options).run()["steps"]
+        ran[k] = [name for name, st in steps.items() if st["status"] == "ran"]
+    return write_summary(out_dir, shards, dealt, ran)
+
+
+def write_summary(out_dir: str, shards: int, dealt: List[List[str]], ran: Dict[int, List[str]]) -> Dict:
+    """DATA/summary.json: every shard's summary found there (finished here or on another machine);
+    ``ran``: the steps this run ran, of each shard it did (none: the shard was finished)."""
+    import json
+
+    done, missing = {}, []
+    for k in range(shards):
+        path = os.path.join(shard_dirs(out_dir, k)[0], "summary.json")
+        try:
+            with open(path, encoding="utf-8") as f:
+                done[k] = json.load(f)
+        except (OSError, ValueError):
+            missing.append(k)
+    data = ":".join(shard_dirs(out_dir, k)[1] for k in range(shards))
+    totals = {key: sum(s["splits"].get("train", {}).get(key, 0) for s in done.values())
+              for key in ("documents", "sentences", "tokens", "unk_tokens")}
+    summary = {
+        "out_dir": out_dir, "shards": shards, "finished": sorted(done), "missing": missing,
+        "data": data,
+        "train_with": f"fairseq-train {data} --user-dir fairseq_clear --task clear --criterion clear ...",
+        "train": totals,
+        "rate": {k: s.get("rate") for k, s in done.items()},
+        "inputs": {k: files for k, files in enumerate(dealt)},
+        "steps_run_now": ran,
+        "summaries": {k: s["summary"] for k, s in done.items()},
+    }
+    write_json(os.path.join(out_dir, "summary.json"), summary)
+    return summary
+
+
+def format_shards_summary(s: Dict) -> str:
+    lines = [f"shards finished: {', '.join(map(str, s['finished'])) or 'none'} of {s['shards']}"
+             + (f"; still to do: {', '.join(map(str, s['missing']))}" if s["missing"] else "")]
+    t = s["train"]
+    lines.append(f"train (finished shards): {t['documents']:,} documents, {t['sentences']:,} sentences, "
+                 f"{t['tokens']:,} tokens, {t['unk_tokens']:,} <unk>")
+    for k, rate in s["rate"].items():
+        if rate:
+            lines.append(f"shard{k}: {rate['input_mb']:,.1f} MB, {rate['mb_per_s_per_worker']:.2f} MB/s per worker")
+    for k, steps in s["steps_run_now"].items():
+        lines.append(f"shard{k}: " + (f"ran {', '.join(steps)}" if steps else "finished earlier, skipped"))
+    lines.append(f"train with: {s['train_with']}")
+    lines.append(f"summary: {os.path.join(s['out_dir'], 'summary.json')}")
+    return "\n".join(lines)
+
+
+def sample_inputs(files: Sequence[str], dest: str, sample_mb: float) -> List[str]:
+    """``sample_mb`` MB of the inputs, each file's share in proportion to its size, read in pieces
+    of whole lines evenly spaced through it; one sample file per input, named after it (its input
+    format is detected as for the file) and after what it was cut from (a rerun reuses it, and the
+    pipeline's steps with it)."""
+    os.makedirs(dest, exist_ok=True)
+    total = sum(os.path.getsize(f) for f in files) or 1
+    budget = int(sample_mb * 1e6)
+    out = []
+    for path in files:
+        size = os.path.getsize(path)
+        share = min(size, budget * size // total)
+        target = os.path.join(dest, f"{fingerprint('sample', file_identity(path), share)[:12]}-{os.path.basename(path)}")
+        out.append(target)
+        if os.path.isfile(target):
+            continue
+        pieces = max(1, -(-share // SAMPLE_PIECE_BYTES))
+        with open(path, "rb") as f, atomic_write(target, "wb") as o:
+            for p in range(pieces):
+                f.seek(p * size // pieces)
+                if p:
+                    f.readline()  # to a line start
+                o.write(f.read(share // pieces))
+                o.write(f.readline())
+                o.write(b"\n")  # the piece ends a document
+    return out
+
+
+def prepare_vocab(Pipeline, inputs: Sequence[str], out_dir: str, sample_mb: Optional[float] = None,
+                  **options) -> Dict:
+    """--only-vocab: the tokenizer and dict.txt from (a sample of) the training inputs, with ``Pipeline``."""
+    out_dir = os.path.abspath(out_dir)
+    files = check_input_files(list(inputs), "RAW", out_dir)
+    check_output_dir(out_dir)
+    if sample_mb is not None:
+        if sample_mb <= 0:
+            raise PrepareError(f"--sample-mb must be > 0, got {sample_mb}")
+        files = sample_inputs(files, os.path.join(out_dir, "work", "sample"), sample_mb)
+    options.update(valid=None, test=None, valid_size=0, test_size=0)
+    summary = Pipeline(files, out_dir, only_vocab=True, **options).run()
+    summary["train_with"] = (f"clear-prepare RAW... DATA --tokenizer-from {summary['data_bin']} --shards N "
+                             "--shard-ids ... (the tokenizer and dict.txt of every shard)")
+    return summary

@@ -1,0 +1,114 @@
+"""Distillation from the guide (--distill-weight): the term equals a hand computation of the KL
+between the guide's and the student's in-batch similarity lists, it reaches the loss through the
+criterion, and the guide gets no gradient."""
+
+import math
+
+import criterion_helpers as ch
+import pytest
+import torch
+
+from fairseq_clear import losses
+
+
+def _cos(u, v):
+    return float(u @ v / (u.norm() * v.norm()))
+
+
+def kl_reference(za, zp, ga, gp, tau_s, tau_t, queued=None, queued_teacher=None):
+    """NT-Xent's layout written out: each of the 2M views against every other view but its partner
+    (and every queued row, the student's vectors of it ``queued``, the guide's ``queued_teacher``)."""
+    z, g, m = torch.cat([za, zp]), torch.cat([ga, gp]), za.size(0)
+    if queued is not None:
+        z, g = torch.cat([z, queued.to(z.dtype)]), torch.cat([g, queued_teacher.to(g.dtype)])
+    total = 0.0
+    for a in range(2 * m):
+        others = [k for k in range(len(z)) if k not in (a, (a + m) % (2 * m))]
+        s = [math.exp(_cos(z[a], z[k]) / tau_s) for k in others]
+        t = [math.exp(_cos(g[a], g[k]) / tau_t) for k in others]
+        p, q = [x / sum(s) for x in s], [x / sum(t) for x in t]
+        total += sum(qi * math.log(qi / pi) for qi, pi in zip(q, p))
+    return total
+
+
+def test_the_term_equals_a_hand_computation():
+    gen = torch.Generator().manual_seed(0)
+    za, zp, ga, gp = (torch.randn(4, 6, generator=gen, dtype=torch.float64) for _ in range(4))
+    m = 4
+    anchors, partners = torch.arange(2 * m), torch.cat([torch.arange(m) + m, torch.arange(m)])
+    exclude = torch.zeros(2 * m, 2 * m, dtype=torch.bool)
+    exclude[anchors, anchors] = exclude[anchors, partners] = True
+    kd = losses.distillation_kl(torch.cat([za, zp]), torch.cat([za, zp]), torch.cat([ga, gp]), torch.cat([ga, gp]),
+                                0.05, 0.025, exclude)
+    assert kd.item() == pytest.approx(kl_reference(za, zp, ga, gp, 0.05, 0.025), rel=1e-10)
+    same = losses.distillation_kl(za, za, za, za, 0.05, 0.05)
+    assert same.item() == pytest.approx(0.0, abs=1e-12)  # a student that ranks as its teacher
+
+
+@pytest.fixture(scope="module")
+def built(tiny_data):
+    return ch.build(tiny_data, "--mlm", "off")
+
+
+def test_through_the_criterion_the_guide_teaches_and_gets_no_gradient(built, plain_checkpoint):
+    task, model, _ = built
+    criterion = ch.criterion(built, guide_model=str(plain_checkpoint.parent), guide_checkpoint=plain_checkpoint.name,
+                             distill_weight=2.0, distill_mse_weight=0.5, no_guide_filter=True)
+    sample = ch.batch(task, range(6))
+    model.zero_grad(set_to_none=True)
+    logs, z = ch.forward(criterion, model, sample, seed=3)
+    src = sample["contrastive"]["src_tokens"]
+    g = criterion.guide.vectors(src).double()
+    z = z.double()
+    cfg = criterion.cfg
+    expected = kl_reference(z[:6], z[6:], g[:6], g[6:], cfg.distill_temperature, cfg.distill_teacher_temperature)
+    assert logs["kd_loss"].item() == pytest.approx(expected, rel=1e-4)
+    mse = sum(float(((z[i] - g[i]) ** 2).mean()) for i in range(12))  # every view is an anchor (nt-xent)
+    assert logs["kd_mse"].item() == pytest.approx(mse, rel=1e-4)
+    assert "guide_masked" not in logs  # --no-guide-filter: the guide only teaches
+    # L = λ·L_CL + 2·L_KL + 0.5·L_MSE (sample_size: the 12 anchors)
+    assert logs["loss"].item() == pytest.approx(logs["cl_loss"].item() + 2 * expected + 0.5 * mse, rel=1e-4)
+    guide = criterion.guide.model
+    assert all(p.grad is None and not p.requires_grad for p in guide.parameters())
+    assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in model.parameters())
+    assert not any(p is q for p in criterion.parameters() for q in guide.parameters())
+
+
+@pytest.mark.parametrize("changes,message", [
+    ({"distill_weight": 1.0}, "--distill-weight distils --guide-model, but no --guide-model was given"),
+    ({"distill_temperature": 0.0}, "--distill-temperature must be in 0.0001..100, got 0.0"),
+    ({"distill_mse_weight": 1.0, "cl_weight": 0.0}, "--distill-mse-weight distils --guide-model, but no"),
+])
+def test_distillation_without_a_teacher_is_refused_at_start_up(built, changes, message):
+    from fairseq_clear.criterions.clear import ClearCriterionError
+
+    with pytest.raises(ClearCriterionError, match=message.replace(".", r"\.")):
+        ch.criterion(built, **changes)
+
+
+def test_an_mse_between_vectors_of_different_sizes_is_refused_at_start_up(tiny_data, plain_checkpoint):
+    from fairseq_clear.criterions.clear import ClearCriterionError
+
+    built = ch.build(tiny_data, "--mlm", "off", "--projection-dim", "32")
+    with pytest.raises(ClearCriterionError, match="--distill-mse-weight compares the 32-dimensional contrastive"):
+        ch.criterion(built, guide_model=str(plain_checkpoint.parent), guide_checkpoint=plain_checkpoint.name,
+                     distill_mse_weight=1.0)
+
+
+def test_with_a_queue_the_lists_hold_the_queued_rows_as_the_guide_scored_them(built, plain_checkpoint):
+    task, model, _ = built
+    criterion = ch.criterion(built, guide_model=str(plain_checkpoint.parent), guide_checkpoint=plain_checkpoint.name,
+                             distill_weight=1.0, no_guide_filter=True, queue_size=4)
+    first = ch.batch(task, range(40, 44))
+    ch.forward(criterion, model, first)
+    queued, queued_teacher = criterion.queue.vectors.clone(), criterion.queue.teacher.clone()
+    torch.testing.assert_close(queued_teacher, criterion.guide.vectors(first["contrastive"]["src_tokens"][4:]))
+    sample = ch.batch(task, range(50, 56))
+    logs, z = ch.forward(criterion, model, sample, seed=4)
+    g = criterion.guide.vectors(sample["contrastive"]["src_tokens"]).double()
+    z, cfg = z.double(), criterion.cfg
+    expected = kl_reference(z[:6], z[6:], g[:6], g[6:], cfg.distill_temperature, cfg.distill_teacher_temperature,
+                            queued.double(), queued_teacher.double())
+    assert logs["kd_loss"].item() == pytest.approx(expected, rel=1e-4)
+    assert expected != pytest.approx(kl_reference(z[:6], z[6:], g[:6], g[6:], cfg.distill_temperature,
+                                                  cfg.distill_teacher_temperature), rel=1e-3)

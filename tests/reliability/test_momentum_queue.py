@@ -1,0 +1,184 @@
+"""ESimCSE's momentum queue (--queue-size, --queue-momentum): the loss with a queue equals a brute-force
+computation with the queued vectors as extra columns (float64), the criterion queues the momentum
+encoder's vectors of past positives (FIFO, duplicates masked, EMA once per update, held micro-batches
+with --accumulate-contrastive), and the queue and momentum encoder survive a save/load round trip."""
+
+import math
+
+import criterion_helpers as ch
+import pytest
+import torch
+
+from fairseq_clear import losses
+
+TAU = 0.05
+
+
+def _vectors(*shape, seed):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+
+
+def _cos(u, v):
+    return float(u @ v / (u.norm() * v.norm()))
+
+
+def brute_force(anchors, positives, others, queue, tau, masked=()):
+    """Σ_a -log e^{cos(a, p_a)/τ} / (Σ over a's candidates and every queued vector not masked)."""
+    total = 0.0
+    for a, (x, p, negs) in enumerate(zip(anchors, positives, others)):
+        columns = [p] + negs + [q for j, q in enumerate(queue) if (a, j) not in masked]
+        denominator = sum(math.exp(_cos(x, c) / tau) for c in columns)
+        total += -math.log(math.exp(_cos(x, p) / tau) / denominator)
+    return total
+
+
+def test_nt_xent_with_a_queue_equals_the_brute_force():
+    m, q = 4, 5
+    z1, z2, queue = _vectors(m, 6, seed=1), _vectors(m, 6, seed=2), _vectors(q, 6, seed=3)
+    z = torch.cat([z1, z2])
+    mask = torch.zeros(2 * m, q, dtype=torch.bool)
+    mask[1, 2] = mask[5, 0] = True
+    ours, _ = losses.nt_xent(z1, z2, TAU, queue=queue, queue_mask=mask)
+    anchors = list(z)
+    positives = [z[(a + m) % (2 * m)] for a in range(2 * m)]
+    others = [[z[k] for k in range(2 * m) if k not in (a, (a + m) % (2 * m))] for a in range(2 * m)]
+    assert ours.item() == pytest.approx(brute_force(anchors, positives, others, list(queue), TAU, {(1, 2), (5, 0)}),
+                                        rel=1e-10)
+    assert ours.item() > losses.nt_xent(z1, z2, TAU)[0].item()  # more negatives, larger loss
+
+
+def test_simcse_with_a_queue_equals_the_brute_force_also_per_prefix():
+    m, q = 3, 4
+    z1, z2, z3, queue = (_vectors(n, 8, seed=s) for n, s in ((m, 4), (m, 5), (m, 6), (q, 7)))
+    ours, _ = losses.simcse(z1, z2, TAU, z3=z3, queue=queue, dims=[8, 4], dim_weights=[1.0, 0.5])
+    expected = 0.0
+    for d, w in ((8, 1.0), (4, 0.5)):
+        a, p, h, qd = z1[:, :d], z2[:, :d], z3[:, :d], queue[:, :d]
+        others = [[p[j] for j in range(m) if j != i] + list(h) for i in range(m)]
+        expected += w * brute_force(list(a), list(p), others, list(qd), TAU)
+    assert ours.item() == pytest.approx(expected, rel=1e-10)
+
+
+# ---- the criterion ---------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def setup(tiny_data):
+    """(task, model, config) of --queue-size 8 --mask-duplicates, built once: each test builds its criterion."""
+    return ch.build(tiny_data, "--mlm", "off", "--queue-size", "8", "--mask-duplicates")
+
+
+def test_the_queue_holds_past_positives_and_is_an_extra_column_of_the_loss(setup):
+    task, model, _ = setup
+    criterion = ch.criterion(setup)
+    queue = criterion.queue
+    first, second = ch.batch(task, range(0, 6)), ch.batch(task, range(6, 12))
+    ch.forward(criterion, model, first)
+    with torch.no_grad():  # the momentum encoder is the model's copy at the first update, without dropout
+        model.eval()
+        expected = model(first["contrastive"]["src_tokens"][6:], contrastive=True)[0]
+    torch.testing.assert_close(queue.vectors, expected.float())
+    before = queue.vectors.clone()
+    logs, z = ch.forward(criterion, model, second, seed=1)
+    ours, _ = losses.nt_xent(z[:6].double(), z[6:].double(), criterion.cfg.temperature, queue=before.double())
+    assert logs["cl_loss"].item() == pytest.approx(ours.item(), rel=1e-5)
+    plain, _ = losses.nt_xent(z[:6], z[6:], criterion.cfg.temperature)
+    assert logs["cl_loss"].item() > plain.item() + 1e-3
+    assert queue.vectors.shape[0] == 8  # FIFO: 12 pushed, the last 8 kept
+    torch.testing.assert_close(queue.vectors[:2], before[-2:])
+
+
+def test_queued_duplicates_of_the_anchors_pair_are_masked(setup):
+    task, model, _ = setup
+    criterion = ch.criterion(setup)
+    ch.forward(criterion, model, ch.batch(task, range(40, 42)))
+    same = ch.batch(task, range(20, 26))
+    ch.forward(criterion, model, same)
+    queued = criterion.queue.vectors.clone()  # the last 6: this batch's pairs
+    logs, z = ch.forward(criterion, model, same, seed=2)
+    mask = torch.zeros(12, 8, dtype=torch.bool)
+    for i in range(6):  # anchor i (both directions) shares its sentence with queued row 2 + i
+        mask[i, 2 + i] = mask[6 + i, 2 + i] = True
+    ours, _ = losses.nt_xent(z[:6].double(), z[6:].double(), criterion.cfg.temperature, queue=queued.double(),
+                             queue_mask=mask)
+    assert logs["cl_loss"].item() == pytest.approx(ours.item(), rel=1e-5)
+
+
+def test_the_momentum_encoder_moves_once_per_update(setup):
+    task, model, _ = setup
+    criterion = ch.criterion(setup)
+    ch.forward(criterion, model, ch.batch(task, range(0, 2)))
+    encoder = criterion.queue.encoder
+    old = [p.detach().clone() for p in encoder.parameters()]
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.01)
+    ch.forward(criterion, model, ch.batch(task, range(30, 36)))
+    m = criterion.cfg.queue_momentum
+    for ema, before, live in zip(encoder.parameters(), old, model.parameters()):
+        torch.testing.assert_close(ema, m * before + (1 - m) * live.detach(), rtol=1e-5, atol=1e-6)
+    assert not any(p.requires_grad for p in encoder.parameters())
+    assert not any(p.requires_grad for p in criterion.parameters())  # nothing of it is trained
+
+
+def test_a_save_and_load_round_trip_keeps_the_queue_and_the_next_loss(setup):
+    task, model, _ = setup
+    criterion = ch.criterion(setup)
+    ch.forward(criterion, model, ch.batch(task, range(0, 6)))
+    ch.forward(criterion, model, ch.batch(task, range(6, 12)), seed=1)
+    state = {k: v.clone() for k, v in criterion.state_dict().items()}
+    assert any(k.startswith("momentum_queue.encoder.") for k in state)
+    resumed = ch.criterion(setup)
+    resumed.load_state_dict(state, strict=True)
+    torch.testing.assert_close(resumed.queue.vectors, criterion.queue.vectors, rtol=0, atol=0)
+    following = ch.batch(task, range(12, 18))
+    weights = {k: v.clone() for k, v in model.state_dict().items()}
+    logs, _ = ch.forward(criterion, model, following, seed=3)
+    model.load_state_dict(weights)
+    logs_resumed, _ = ch.forward(resumed, model, following, seed=3)
+    assert logs_resumed["cl_loss"].item() == logs["cl_loss"].item()  # bit-exact
+    for a, b in zip(criterion.queue.encoder.parameters(), resumed.queue.encoder.parameters()):
+        assert torch.equal(a, b)
+
+
+def test_accumulated_micro_batches_push_their_positives_after_the_one_loss(setup):
+    from fairseq_clear.tasks.contrastive import Step
+
+    task, model, _ = setup
+    criterion = ch.criterion(setup, accumulate_contrastive=True)
+    ch.forward(criterion, model, ch.batch(task, range(0, 6)))
+    before = criterion.queue.vectors.clone()
+    task.step = Step(0, 2)
+    logs, _ = ch.forward(criterion, model, ch.batch(task, range(6, 10)))
+    assert torch.equal(criterion.queue.vectors, before)  # held: nothing pushed yet
+    task.step = Step(1, 2)
+    logs, _ = ch.forward(criterion, model, ch.batch(task, range(10, 14)))
+    task.step = None
+    assert logs["cl_anchors"] == 16 and criterion.queue.vectors.shape[0] == 8  # 6 + 4 + 4 pushed, 8 kept
+
+
+def test_fairseq_train_resumes_a_run_with_a_queue_exactly(tiny_data, tmp_path):
+    """A run stopped after update 2 and resumed to 4 logs the losses of the run trained to 4 at once, and
+    ends with the same weights, queue and momentum encoder (saved in the checkpoint's criterion state)."""
+    from harness.runs import by_update, load_state, logged
+    from helpers import run_cli, train_args
+
+    def run(save, updates):
+        return run_cli(train_args(tiny_data, save, "--queue-size", "20", max_update=updates, batch_size=8)).stdout
+
+    straight = by_update(logged(run(tmp_path / "straight", 4)))
+    run(tmp_path / "resumed", 2)
+    resumed = by_update(logged(run(tmp_path / "resumed", 4)))
+    for update in (3, 4):
+        assert resumed[update]["loss"] == straight[update]["loss"], update
+    a, b = (load_state(tmp_path / name / "checkpoint_last.pt") for name in ("straight", "resumed"))
+    assert a["criterion"]["momentum_queue.vectors"].shape == (20, 128)
+    for part in ("model", "criterion"):
+        assert a[part].keys() == b[part].keys()
+        assert all(torch.equal(a[part][k], b[part][k]) for k in a[part]), part
+
+
+def test_a_momentum_that_never_moves_is_refused_at_start_up(setup):
+    from fairseq_clear.criterions.clear import ClearCriterionError
+
+    with pytest.raises(ClearCriterionError, match=r"--queue-momentum in \[0, 1\), got 8 and 1.0"):
+        ch.criterion(setup, queue_momentum=1.0)

@@ -1,0 +1,138 @@
+"""clear-prepare for many machines (preprocessing/shards.py): the vocabulary once from a sample, then
+shards prepared separately into fairseq's DATA/shardK layout, which the plugin's task reads one per
+epoch; a finished shard is skipped on a rerun, a damaged one made again; the summary covers all."""
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))
+
+from fairseq_clear.preprocessing.common import PrepareError  # noqa: E402
+from fairseq_clear.preprocessing.pipeline import prepare  # noqa: E402
+
+pytestmark = pytest.mark.xdist_group("test_prepare_shards")
+
+FAST = dict(input_format="lines", documents="lines", progress=False, workers=1)
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    from helpers import synthetic_sentences
+
+    d = tmp_path_factory.mktemp("shards-raw")
+    sents = synthetic_sentences(900, seed=11)
+    files = []
+    for k, n in enumerate((300, 200, 250, 150)):  # four files of different sizes
+        path = d / f"part{k}.txt"
+        path.write_text("\n".join(sents[:n]) + "\n", encoding="utf-8")
+        sents = sents[n:]
+        files.append(str(path))
+    vocab = prepare(files, str(d / "vocab"), only_vocab=True, sample_mb=0.02, vocab_size=120,
+                    spm_sample_size=2000, **FAST)
+    return d, files, vocab
+
+
+@pytest.fixture(scope="module")
+def sharded(corpus):
+    """Shard 1, then shard 0, as two machines would prepare them."""
+    d, files, vocab = corpus
+    data = d / "data"
+    options = dict(tokenizer_from=vocab["data_bin"], shards=2, valid_size=10, test_size=0, **FAST)
+    first = prepare(files, str(data), shard_ids="1", **options)
+    second = prepare(files, str(data), shard_ids="0", **options)
+    return data, options, first, second
+
+
+def test_only_vocab_writes_the_tokenizer_and_dict_from_a_sample(corpus):
+    d, files, vocab = corpus
+    data_bin = Path(vocab["data_bin"])
+    names = sorted(p.name for p in data_bin.iterdir())
+    assert "dict.txt" in names and "sentencepiece.model" in names and not [n for n in names if n.endswith(".bin")]
+    assert not any("valid" in w for w in vocab["warnings"]), vocab["warnings"]  # none wanted there
+    sampled = vocab["inputs"]["train"]["bytes"]
+    assert 0 < sampled <= 0.02e6 + 4 * 2000 < sum(Path(f).stat().st_size for f in files), sampled
+
+
+def test_shards_prepared_separately_make_fairseqs_layout(corpus, sharded):
+    d, files, vocab = corpus
+    data, _, first, second = sharded
+    assert first["finished"] == [1] and first["missing"] == [0]
+    assert second["finished"] == [0, 1] and second["missing"] == []
+    s0, s1 = data / "data-bin" / "shard0", data / "data-bin" / "shard1"
+    assert second["data"] == f"{s0}:{s1}"
+    assert (s0 / "valid.bin").is_file() and not (s1 / "valid.bin").exists()
+    for shard in (s0, s1):
+        assert (shard / "train.bin").is_file()
+        assert (shard / "dict.txt").read_bytes() == (Path(vocab["data_bin"]) / "dict.txt").read_bytes()
+    # every file in exactly one shard
+    assert sorted(second["inputs"][0] + second["inputs"][1]) == sorted(files)
+    on_disk = json.loads((data / "summary.json").read_text())
+    assert on_disk["finished"] == [0, 1]
+    per_shard = [json.loads(Path(second["summaries"][k]).read_text()) for k in (0, 1)]
+    assert second["train"]["sentences"] == sum(s["splits"]["train"]["sentences"] for s in per_shard)
+    assert all(s["rate"]["mb_per_s_per_worker"] > 0 for s in per_shard)
+    assert not any("valid" in w for s in per_shard for w in s["warnings"])  # shard1 has none by design
+
+
+def test_the_task_reads_one_shard_per_epoch(sharded):
+    from harness.runs import build_task
+
+    from fairseq_clear.preprocessing.binarize import count_lines
+
+    data, _, _, second = sharded
+    s0, s1 = data / "data-bin" / "shard0", data / "data-bin" / "shard1"
+    task, _ = build_task(f"{s0}:{s1}", "--tokens-per-sample", "64")
+    sizes = {}
+    for epoch in (1, 2, 3):
+        task.load_dataset("train", combine=False, epoch=epoch)
+        sizes[epoch] = len(task.dataset("train"))
+    # the task's samples are the sentences (the lone </s> between documents left out)
+    sentences = [json.loads(Path(second["summaries"][k]).read_text())["splits"]["train"]["sentences"] for k in (0, 1)]
+    assert sizes == {1: sentences[0], 2: sentences[1], 3: sentences[0]} and sentences[0] != sentences[1]
+    task.load_dataset("valid", combine=False, epoch=1)  # as fairseq-train loads it: from the first path
+    assert len(task.dataset("valid")) == (count_lines(str(s0 / "valid")) + 1) // 2 > 0
+
+
+def test_finished_shard_skipped_damaged_one_made_again(corpus, sharded):
+    d, files, _ = corpus
+    data, options, _, _ = sharded
+    train_bin = data / "data-bin" / "shard1" / "train.bin"
+    whole = train_bin.read_bytes()
+    train_bin.write_bytes(whole[:50])  # a torn copy
+    again = prepare(files, str(data), shard_ids="0-1", **options)
+    # shard 1 from its encode step (the direct binarizer's data-bin file is that step's file, linked)
+    assert again["steps_run_now"] == {0: [], 1: ["encode-train", "binarize"]}
+    assert train_bin.read_bytes() == whole
+
+
+@pytest.mark.parametrize("options, message", [
+    (dict(shards=2), "--shards: give --tokenizer-from"),
+    (dict(shards=2, shard_ids="2", tokenizer_from="VOCAB"), "--shard-ids: 2 is not a shard of --shards 2"),
+    (dict(shards=2, shard_ids="x", tokenizer_from="VOCAB"), "--shard-ids: 'x' is not a list"),
+    (dict(shards=5, tokenizer_from="VOCAB"), "--shards 5: the training inputs are 4 file(s)"),
+    (dict(shard_ids="0"), "--shard-ids names shards of --shards N"),
+    (dict(sample_mb=1.0), "--sample-mb is the sample of --only-vocab"),
+    (dict(only_vocab=True, shards=2), "--only-vocab makes the vocabulary"),
+])
+def test_shard_options_refused_before_any_work(corpus, tmp_path, options, message):
+    d, files, vocab = corpus
+    options = {k: (vocab["data_bin"] if v == "VOCAB" else v) for k, v in options.items()}
+    with pytest.raises(PrepareError) as e:
+        prepare(files, str(tmp_path / "out"), **options, **FAST)
+    assert message in str(e.value) and "\n" not in str(e.value)
+    assert not (tmp_path / "out" / "data-bin").exists()
+
+
+def test_cli_refusal_is_one_error_line(corpus, tmp_path):
+    from helpers import bin_path, run_cli
+
+    d, files, _ = corpus
+    proc = run_cli([bin_path("clear-prepare"), *files, tmp_path / "out", "--shards", "2"], check=False)
+    assert proc.returncode == 2
+    errors = [line for line in proc.stdout.splitlines() if line.startswith("error:")]
+    assert errors == ["error: --shards: give --tokenizer-from VOCAB/data-bin (made once by clear-prepare RAW... "
+                      "VOCAB --only-vocab) so that every shard has the same dict.txt"], proc.stdout
+    assert not (tmp_path / "out").exists()

@@ -1,0 +1,105 @@
+"""``word-rep`` (ESimCSE's word repetition): its rate and positions against a brute-force count of
+what each view repeated, its [DEL]/special-token invariants, its length limit, and the option
+through --task clear's views."""
+
+import numpy as np
+import pytest
+
+from fairseq_clear import augmentations as aug
+
+DEL = 7  # [DEL]'s id in these arrays
+
+
+def repeated(original, view):
+    """Brute force: the positions of ``original`` whose token ``view`` repeats right after it; fails
+    unless ``view`` is ``original`` with some tokens each followed by one copy of itself."""
+    out, i, positions = list(view), 0, []
+    for j, token in enumerate(out):
+        if i < len(original) and token == original[i]:
+            i += 1
+        else:
+            assert j > 0 and token == out[j - 1], f"{view} is not {original} with repeated tokens"
+            positions.append(i - 1)
+    assert i == len(original), f"{view} lost tokens of {original}"
+    return positions
+
+
+def test_the_count_is_uniform_on_the_papers_range_and_the_positions_uniform():
+    """dup_len uniform on 0 .. max(2, int(rate·n)) (ESimCSE §3.1), every position equally likely."""
+    rng = np.random.default_rng(0)
+    original = np.arange(10, 35)  # n = 25 tokens: int(0.32 x 25) = 8
+    draws, counts, hits = 6000, np.zeros(9), np.zeros(25)
+    for _ in range(draws):
+        positions = repeated(original, aug.word_repetition(original, rng, 0.32))
+        counts[len(positions)] += 1
+        hits[positions] += 1
+    assert counts.sum() == draws  # never more than 8
+    np.testing.assert_allclose(counts / draws, 1 / 9, atol=0.02)
+    np.testing.assert_allclose(hits / draws, 4 / 25, atol=0.025)  # E[dup_len] / n
+
+
+def test_short_sentences_repeat_up_to_two_tokens_as_in_the_paper():
+    rng = np.random.default_rng(1)
+    original = np.array([10, 11, 12])  # int(0.32 x 3) = 0: max(2, 0) = 2
+    seen = {len(repeated(original, aug.word_repetition(original, rng, 0.32))) for _ in range(300)}
+    assert seen == {0, 1, 2}
+
+
+def test_del_and_special_tokens_are_never_repeated():
+    rng = np.random.default_rng(2)
+    original = np.array([10, DEL, 11, 2, 12, DEL, 13, 0, 3, 14])  # [DEL]s, a block's </s>, <s>, <unk>
+    allowed = {0, 2, 4, 6, 9}
+    for _ in range(2000):
+        view = aug.word_repetition(original, rng, 1.0, del_idx=DEL)
+        assert set(repeated(original, view)) <= allowed
+        assert not np.any((view[1:] == DEL) & (view[:-1] == DEL))  # [DEL] runs stay merged
+    assert len(aug.word_repetition(np.array([DEL, 2]), rng, 1.0, del_idx=DEL)) == 2
+
+
+def test_a_view_stays_within_the_models_length():
+    rng = np.random.default_rng(3)
+    original = np.arange(10, 40)
+    for room in (0, 1, 3):
+        lengths = {len(aug.word_repetition(original, rng, 1.0, max_len=30 + room)) for _ in range(300)}
+        assert max(lengths) == 30 + room
+
+
+def test_composed_after_a_deletion_the_views_keep_their_invariants():
+    rng = np.random.default_rng(4)
+    params = aug.AugmentationParams(word_rep_rate=0.5)
+    original = np.arange(10, 30)
+    for names in (["del-word", "word-rep"], ["word-rep", "del-span"], ["reorder", "word-rep"]):
+        fn = aug.build_augmentation(names, params, del_idx=DEL)
+        for _ in range(200):
+            view = fn(original, rng)
+            assert not np.any((view[1:] == DEL) & (view[:-1] == DEL))
+            assert (view != DEL).any()
+    deleted = aug.build_augmentation(["del-word", "word-rep"], params, del_idx=DEL)(original, rng)
+    assert DEL in deleted
+
+
+def test_the_rate_is_checked_with_the_others():
+    with pytest.raises(aug.AugmentationConfigError, match=r"--word-rep-rate must be in \[0, 1\], got 1.5"):
+        aug.build_augmentation(["word-rep"], aug.AugmentationParams(word_rep_rate=1.5))
+
+
+def test_task_views_repeat_within_tokens_per_sample(tiny_data):
+    """--augmentations word-rep through --task clear: each view is its sentence with repeated
+    tokens, no view longer than --tokens-per-sample (a full-length sentence repeats nothing), and
+    the two views of a sentence differ in length in some sentences (the length cue ESimCSE removes)."""
+    from harness.runs import build_task
+
+    task, _ = build_task(tiny_data, "--augmentations", "word-rep", "--tokens-per-sample", "24", "--mlm", "off")
+    dataset, sentences = task.datasets["train"], task.load_sentences("train")
+    differ, full = 0, 0
+    for index in range(100):
+        body = sentences[index][1:-1].numpy()
+        pair = dataset[index]["contrastive"]
+        for view in pair:
+            assert len(view) <= 24
+            repeated(body, view[1:-1].numpy())
+        if len(body) == 22:  # at the limit: nothing repeated, nothing cut
+            full += 1
+            assert all(np.array_equal(view[1:-1].numpy(), body) for view in pair)
+        differ += len(pair[0]) != len(pair[1])
+    assert full > 0 and differ > 20
