@@ -6,6 +6,7 @@ import math
 import pytest
 import torch
 
+from fairseq_clear.checkpoint_safety import safe_load
 from helpers import REPO, run_cli
 
 pytestmark = pytest.mark.xdist_group("test_distill_recipe")
@@ -13,7 +14,7 @@ pytestmark = pytest.mark.xdist_group("test_distill_recipe")
 
 def _encoder(path):
     """The encoder's tensors of a fairseq checkpoint (an import's LM head is fresh, so random)."""
-    state = torch.load(path, map_location="cpu", weights_only=False)["model"]
+    state = safe_load(str(path))["model"]
     return {k: v for k, v in state.items() if k.startswith("encoder.sentence_encoder.")}
 
 

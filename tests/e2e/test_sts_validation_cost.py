@@ -47,8 +47,9 @@ def test_dev_set_is_tokenised_and_batched_once_across_validations(hub, validator
     distinct = len(set(v.pairs.sent1 + v.pairs.sent2))
     assert distinct < 2 * len(v.pairs)
     encoded, cut = [], []
-    encode, length_batches = v.tokenizer.encode, inference.length_batches
-    monkeypatch.setattr(v.tokenizer, "encode", lambda s, **kw: encoded.append(len(s)) or encode(s, **kw))
+    encode, length_batches = v.tokenizer.encode_counted, inference.length_batches
+    # the one tokenisation of the validation, embed() and the CLIs: a list of sentences at a time
+    monkeypatch.setattr(v.tokenizer, "encode_counted", lambda s, **kw: encoded.append(len(s)) or encode(s, **kw))
     monkeypatch.setattr(inference, "length_batches", lambda *a: cut.append(1) or length_batches(*a))
     scores = [v.score(hub.model) for _ in range(3)]
     assert encoded == [distinct], "the distinct sentences are tokenised once, at the first validation"

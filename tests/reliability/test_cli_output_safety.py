@@ -160,7 +160,7 @@ def _sts_argv(tmp_path, *args):
 
 
 @pytest.mark.parametrize("value,expected", [("", "--poolings is empty"), (" , ", "--poolings is empty"),
-                                            ("cls,max", "unknown pooling(s) max")])
+                                            ("cls,median", "unknown pooling(s) median")])
 def test_eval_sts_refuses_bad_poolings_before_loading(no_model, tmp_path, capsys, value, expected):
     err = _refused(eval_sts_cli.main, _sts_argv(tmp_path, "--poolings", value, "--output", tmp_path / "o.json"),
                    capsys)
