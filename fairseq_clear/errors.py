@@ -46,3 +46,20 @@ def first_non_utf8_line(path: str):
     except OSError:  # standard input, or gone: the message names the file without a line
         return None
     return None
+
+
+def read_json(path: str, error: type):
+    """``json.load`` of ``path``; a file that cannot be read, is not UTF-8 (:class:`NotUtf8Error`),
+    is not JSON or is nested too deeply for Python's reader raises ``error`` with one line naming it.
+    The one reader of a model folder's JSON files (the import, ``clear-eval-sts --model``)."""
+    import json
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except UnicodeDecodeError as e:
+        raise NotUtf8Error(path, e) from None
+    except (OSError, ValueError) as e:
+        raise error(f"cannot read '{path}' as JSON: {e}") from None
+    except RecursionError:  # json's reader recurses once per nesting level
+        raise error(f"cannot read '{path}': its JSON is nested too deeply") from None

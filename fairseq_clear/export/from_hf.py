@@ -47,7 +47,7 @@ from ..models.inference import prompts_word, sentence_input
 from ..models.pooling import POOLINGS, SIMILARITY_FUNCTIONS, from_st_mode
 from ..vocabulary import BERT_SPECIALS, DEL_SYMBOL, FAIRSEQ_SPECIALS, SP_WORD_START
 from .output_dir import check_output_dir, staged_output
-from ..errors import FairseqClearError, NotUtf8Error
+from ..errors import FairseqClearError, NotUtf8Error, read_json
 
 logger = logging.getLogger(__name__)
 
@@ -65,15 +65,7 @@ class ImportHfError(FairseqClearError, ValueError):
 
 
 def _read_json(path):
-    try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
-    except UnicodeDecodeError as e:
-        raise NotUtf8Error(path, e) from None
-    except (OSError, json.JSONDecodeError) as e:
-        raise ImportHfError(f"cannot read '{path}': {e}") from None
-    except RecursionError:  # json's reader recurses once per nesting level
-        raise ImportHfError(f"cannot read '{path}': its JSON is nested too deeply") from None
+    return read_json(path, ImportHfError)
 
 
 def _read_json_object(path, what: str) -> dict:

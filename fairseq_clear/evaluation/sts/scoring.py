@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from ...checkpoint_sizes import check_hf_sizes
-from ...errors import FairseqClearError, NotUtf8Error
+from ...errors import FairseqClearError, read_json
 from ...preprocessing.sts_readers import (
     ALL_TASKS, SENTEVAL_COPY_DIR, TABLE2_TASKS, alignment_uniformity, load_task, resolve_sts_dirs,
     score_pairs, unique_sentences,
@@ -37,27 +37,13 @@ MODEL_JSON_FILES = {"config.json": dict, "tokenizer_config.json": dict, "special
                     "config_sentence_transformers.json": dict}
 
 
-def _read_json(file):
-    import json
-
-    try:
-        with open(file, encoding="utf-8") as f:
-            return json.load(f)
-    except UnicodeDecodeError as e:
-        raise NotUtf8Error(file, e) from None
-    except (OSError, ValueError) as e:
-        raise ModelDirError(f"{file}: cannot read it as JSON: {e}") from None
-    except RecursionError:  # json's reader recurses once per nesting level
-        raise ModelDirError(f"{file}: its JSON is nested too deeply") from None
-
-
 def _check_json_files(path, extra=()):
     """Each JSON file of the directory reads, and has the type its reader expects."""
     files = [(name, kind) for name, kind in MODEL_JSON_FILES.items()] + [(name, dict) for name in extra]
     for name, kind in files:
         file = os.path.join(path, name)
         if os.path.isfile(file):
-            value = _read_json(file)
+            value = read_json(file, ModelDirError)
             if not isinstance(value, kind):
                 raise ModelDirError(f"{file}: must be a JSON {'list' if kind is list else 'object'}, "
                                     f"got a {type(value).__name__}")
@@ -228,11 +214,11 @@ def _check_st_modules(path, modules):
         config = os.path.join(directory, "config.json")
         if kind == "Transformer":
             check_hf_sizes(directory)
-            cfg = _read_json(config) if os.path.isfile(config) else None
+            cfg = read_json(config, ModelDirError) if os.path.isfile(config) else None
             check_sentence_bert_config(directory, cfg)
             width = cfg.get("hidden_size") if isinstance(cfg, dict) and type(cfg.get("hidden_size")) is int else None
         elif kind == "Pooling" and os.path.isfile(config):
-            check_pooling_config(config, _read_json(config), width)
+            check_pooling_config(config, read_json(config, ModelDirError), width)
 
 
 def _check_modules(path):
