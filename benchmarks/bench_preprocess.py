@@ -18,7 +18,8 @@ The binarizers (``bench_binarizers``, ``--binarizers-only`` to run it alone): wh
 runs with ``--binarizer direct`` and ``--binarizer fairseq`` at 1 and 2 workers on ``--binarizer-mb``
 MB of the WikiText files repeated (repeated text), MB/s end to end and per step, the ratio, the
 byte-identity of their train/valid .bin, peak memory, and the direct path on
-``--binarizer-memory-scale`` times the corpus; the hours for 16 GB and 160 GB on 16 and 64 cores
+``--binarizer-memory-scale`` times the corpus (or, with ``--skip-fairseq-at-large MB``, on MB of
+text, without a fairseq run at that size); the hours for 16 GB and 160 GB on 16 and 64 cores
 are an estimate from the measured MB/s per worker. Both runs use the same
 ``--spm-sample-size`` and ``--punkt-sample-chars``: those samples are bounded by the
 options, not by the corpus.
@@ -239,12 +240,14 @@ def bench_memory(raw_files, work: Path, scale: int, workers: int, vocab_size: in
             "steps_seconds": {k: v["seconds"] for k, v in summary["steps"].items()}}
 
 
-def bench_binarizers(raw_files, work: Path, mb: float, workers_list, vocab_size: int, memory_scale: int):
+def bench_binarizers(raw_files, work: Path, mb: float, workers_list, vocab_size: int, memory_scale: int,
+                     large_mb: float = 0.0):
     """Whole clear-prepare runs, each in a fresh process, on a corpus of about ``mb`` MB made of
     copies of the WikiText files (repeated text): ``--binarizer direct`` against ``--binarizer
     fairseq`` (fairseq's binarizer on the text of pieces, what fairseq-preprocess does) at each
     worker count, MB/s end to end and per step, peak memory; then the direct path alone on
-    ``memory_scale`` times the corpus, for memory flatness."""
+    ``memory_scale`` times the corpus (or on ``large_mb`` MB: fairseq's path is not run at that
+    size, its per-MB rates are the ``mb`` runs'), for memory flatness and the rate at scale."""
     base = b"".join(f.read_bytes() for f in raw_files)
 
     def corpus(size_mb, name):
@@ -270,7 +273,9 @@ def bench_binarizers(raw_files, work: Path, mb: float, workers_list, vocab_size:
             sys.exit(f"clear-prepare failed:\n{output[-3000:]}")
         summary = json.loads((out_dir / "summary.json").read_text())
         size = raw.stat().st_size / 1e6
-        data = {s: (out_dir / "data-bin" / f"{s}.bin").read_bytes() for s in ("train", "valid")}
+        from fairseq_clear import vocabulary
+
+        data = {s: vocabulary.sha256(str(out_dir / "data-bin" / f"{s}.bin")) for s in ("train", "valid")}
         shutil.rmtree(out_dir, ignore_errors=True)
         steps = {k: v["seconds"] for k, v in summary["steps"].items()}
         # the steps whose work grows with the corpus (punkt's and sentencepiece's samples are bounded
@@ -308,12 +313,17 @@ def bench_binarizers(raw_files, work: Path, mb: float, workers_list, vocab_size:
     scaling = {b: {"end_to_end": round(by[(b, hi)]["mb_per_s"] / by[(b, lo)]["mb_per_s"], 2),
                    "corpus_steps": round(by[(b, hi)]["corpus_steps_mb_per_s"] / by[(b, lo)]["corpus_steps_mb_per_s"], 2)}
                for b in ("direct", "fairseq")}
-    big = corpus(mb * memory_scale, "binarizers_big.tokens")
-    r_big, _ = run(big, "direct", hi)
     raw.unlink()
+    big = corpus(large_mb or mb * memory_scale, "binarizers_big.tokens")
+    r_big, _ = run(big, "direct", hi)
     big.unlink()
+    print(f"  direct x{hi} on {r_big['mb']:.0f} MB: {r_big['seconds']:.1f} s, {r_big['mb_per_s']:.3f} MB/s, "
+          f"peak {r_big['peak_pss_mb_process_tree']:.0f} MB", flush=True)
+    memory_scale = round(r_big["mb"] / by[("direct", hi)]["mb"], 1)
     growth = round(r_big["peak_pss_mb_process_tree"] / by[("direct", hi)]["peak_pss_mb_process_tree"], 3)
-    per_worker = {b: by[(b, hi)]["corpus_steps_mb_per_s_per_worker"] for b in ("direct", "fairseq")}
+    # the direct path's rate at scale where it was measured there (the fairseq path's: at ``mb``)
+    per_worker = {"direct": (r_big if large_mb else by[("direct", hi)])["corpus_steps_mb_per_s_per_worker"],
+                  "fairseq": by[("fairseq", hi)]["corpus_steps_mb_per_s_per_worker"]}
     estimate = {b: {f"{gb} GB on {cores} cores": round(gb * 1000 / (per_worker[b] * cores) / 3600, 1)
                     for gb in (16, 160) for cores in (16, 64)} for b in ("direct", "fairseq")}
     return {
@@ -326,9 +336,11 @@ def bench_binarizers(raw_files, work: Path, mb: float, workers_list, vocab_size:
         "scaling_%d_over_%d_workers" % (hi, lo): scaling,
         "memory": {"scale": memory_scale, "run": r_big, "growth_peak": growth},
         "estimate": {"per_worker_mb_per_s": per_worker,
-                     "assumes": "the corpus-sized steps' MB/s per worker measured here at %d workers, scaling "
-                                "linearly with cores, fixed costs left out (an estimate, not a measurement; "
-                                "fairseq-preprocess's own speed-up saturates near 4.4x, fairseq PR #177)" % hi,
+                     "assumes": "the corpus-sized steps' MB/s per worker measured here at %d workers (direct: "
+                                "on %.0f MB, fairseq path: on %.0f MB), scaling linearly with cores, fixed costs "
+                                "left out (an estimate, not a measurement; fairseq-preprocess's own speed-up "
+                                "saturates near 4.4x, fairseq PR #177)"
+                                % (hi, (r_big if large_mb else by[("direct", hi)])["mb"], by[("fairseq", hi)]["mb"]),
                      "hours": estimate},
     }
 
@@ -351,6 +363,10 @@ def main():
                         help="MB of (repeated) text for the direct-vs-fairseq binarizer runs (default: %(default)s)")
     parser.add_argument("--binarizer-memory-scale", type=int, default=4,
                         help="the direct path's memory run on this many times that corpus (default: %(default)s)")
+    parser.add_argument("--skip-fairseq-at-large", type=float, default=0.0, metavar="MB",
+                        help="the direct path's last run on MB of (repeated) text instead of the memory scale, "
+                        "without a fairseq run at that size: the 16/160 GB estimate then takes the direct "
+                        "path's rate from it and the fairseq path's from --binarizer-mb")
     parser.add_argument("--binarizers-only", action="store_true",
                         help="run only the binarizer comparison and update its key in --out")
     parser.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "bench_preprocess.json"))
@@ -369,7 +385,7 @@ def main():
         load_before, started = os.getloadavg(), time.time()
         with tempfile.TemporaryDirectory(prefix="bench_preprocess_") as tmp:
             result = bench_binarizers(raw_files, Path(tmp), args.binarizer_mb, workers_list, args.vocab_size,
-                                      args.binarizer_memory_scale)
+                                      args.binarizer_memory_scale, args.skip_fairseq_at_large)
         result.update(command=" ".join([Path(sys.executable).name, "benchmarks/bench_preprocess.py"] + sys.argv[1:]),
                       loadavg_before=[round(x, 2) for x in load_before],
                       loadavg_after=[round(x, 2) for x in os.getloadavg()], cpus=os.cpu_count(),
@@ -394,7 +410,7 @@ def main():
         raw.unlink()
         memory = [bench_memory(raw_files, work, s, max(workers_list), args.vocab_size) for s in scales]
         binarizers = bench_binarizers(raw_files, work, args.binarizer_mb, workers_list, args.vocab_size,
-                                      args.binarizer_memory_scale)
+                                      args.binarizer_memory_scale, args.skip_fairseq_at_large)
     load_after = os.getloadavg()
     growth = memory[-1]["peak_pss_mb_process_tree"] / memory[0]["peak_pss_mb_process_tree"]
     result = {

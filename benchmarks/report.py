@@ -367,6 +367,48 @@ def runtimes_lines(rt):
     return lines
 
 
+#: benchmarks/studies/serving_runtimes.py: its runs, in the order of the table, and their names there
+SERVING = {
+    "torch": "sentence-transformers, torch",
+    "onnx_fp32": "sentence-transformers backend=\"onnx\", onnx/model.onnx",
+    "onnx_int8": "sentence-transformers backend=\"onnx\", onnx/model_qint8_avx512_vnni.onnx",
+    "openvino": "sentence-transformers backend=\"openvino\" (converts the torch weights)",
+    "openvino_f32_hint": "  the same, INFERENCE_PRECISION_HINT f32",
+    "openvino_runtime_on_onnx_fp32": "OpenVINO's runtime on onnx/model.onnx (f32 hint)",
+}
+
+
+def serving_lines(sv):
+    """The exports loaded by the runtimes that cannot be installed beside ours (a side venv)."""
+    if not sv:
+        return []
+    v = sv["versions"]["check (side venv)"]
+    names = ", ".join(f"{k} {v[k]}" for k in ("sentence-transformers", "transformers", "optimum-onnx",
+                                               "optimum-intel", "openvino", "onnxruntime") if k in v)
+    lines = [f"* `{sv['command']}` (after its `--export` part in the checkout's venv; a side venv with {names}): "
+             f"the exports against the hub's embed() on {sv['sentences']} STS-B dev sentences, {sv['threads']} thread. "
+             "Exports: " + "; ".join(f"{k}, {v}" for k, v in sv["models"].items()) + ". TEI (a Rust server with "
+             "no PyPI, npm or Debian package): not run.", "",
+             "| export | runtime | max abs difference to the hub | lowest cosine | STS-B dev Spearman |",
+             "|---|---|---|---|---|"]
+    for model, runs in sv["results"].items():
+        lines.append(f"| {model} | the hub's embed() | | | {f(runs['hub_embed']['sts_b_dev_spearman'], 2)} |")
+        for key, name in SERVING.items():
+            r = runs.get(key)
+            if r is None:
+                continue
+            if "error" in r:
+                lines.append(f"| {model} | {name} | failed: {r['error'][:80]} | | |")
+            else:
+                lines.append(f"| {model} | {name} | {r['max_abs_difference_vs_hub']:.1e} | "
+                             f"{f(r['min_cosine_vs_hub'], 5)} | {f(r['sts_b_dev_spearman'], 2)} |")
+    met = sv["goals_met"]
+    lines += ["", f"  Goals: backend=\"onnx\" fp32 within {sv['goals']['fp32_max_abs_difference']:g} of the hub "
+              f"{yes(met['fp32_equal_to_hub'])}; the int8 file within {sv['goals']['int8_sts_loss_points']} point "
+              f"of fp32's STS-B dev (minilm) {yes(met['int8_sts_within'])}.", ""]
+    return lines
+
+
 def others_section(pre, emb):
     lines = ["## 5. Other benchmarks (preprocessing, embedding)", ""]
     if pre is not None:
@@ -384,6 +426,7 @@ def others_section(pre, emb):
                      f"{emb['goals']['vs_sentence_transformers']}x) and {f(emb['ratio_vs_loop'], 1)}x (goal >= "
                      f"{emb['goals']['vs_loop']}x).")
     lines += runtimes_lines(load("bench_embed_runtimes.json"))
+    lines += serving_lines(load("serving_runtimes.json"))
     if pre is None and emb is None:
         lines.append("Not run.")
     lines.append("")

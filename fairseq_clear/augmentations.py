@@ -27,6 +27,8 @@ DEL_SPAN = "del-span"
 REORDER = "reorder"
 SUBS = "subs"
 WORD_REP = "word-rep"
+#: --word-rep-views: the views word-rep repeats in
+WORD_REP_VIEWS = ("positive", "both")
 #: fairseq's own specials (<s>, <pad>, </s>, <unk>) are a dictionary's first ids (docs/design.md)
 FAIRSEQ_SPECIALS = 4
 #: Identity: both views are the input sentence; dropout is the only noise (SimCSE).
@@ -365,11 +367,27 @@ class AugmentationParams:
         },
     )
 
+    # ESimCSE's code (caskcsg/sentemb, ESimCSE/train.py at commit 9ab271bb3f14, prepare_features):
+    # --dup_rate defaults to 0.05 (the paper's best for BERT-base, §5, is 0.32); --dup_type word draws
+    # randrange(min(10, n, max(2, int(dup_rate x n)))) words (split on spaces, never the last), bpe
+    # randrange(min(10, int(dup_rate x n))) subword tokens: 0 .. the bound - 1, at most 9; here the
+    # paper's formula (§3.1) over subword tokens
     word_rep_rate: float = field(
         default=0.32,
         metadata={
-            "help": "word-rep (ESimCSE): each view repeats dup_len tokens, dup_len uniform on 0 .. "
-            "max(2, int(rate x n)) (ESimCSE's paper: 0.32; its code's default: 0.05)"
+            "help": "word-rep (ESimCSE): a view repeats dup_len tokens, dup_len uniform on 0 .. "
+            "max(2, int(rate x n)) (ESimCSE's paper, §3.1; 0.32 its best for BERT-base; its code's "
+            "default: 0.05, and it repeats at most 9)"
+        },
+    )
+    # ESimCSE's code (ESimCSE/train.py at 9ab271bb3f14) repeats words in the second view only
+    # (sent1: the positive); the first view is the sentence itself
+    word_rep_views: str = field(
+        default="positive",
+        metadata={
+            "help": "which views word-rep repeats in: positive = the second view only, the anchor is "
+            "left as it is (ESimCSE's code); both = each view repeats its own tokens (the other "
+            "augmentations of the composition apply to both views either way)"
         },
     )
     #: not an option (no annotation: fairseq lists every dataclass field, ClassVars too): the longest
@@ -387,6 +405,10 @@ class AugmentationParams:
         return params
 
     def validate(self):
+        if self.word_rep_views not in WORD_REP_VIEWS:
+            raise AugmentationConfigError(
+                f"--word-rep-views must be one of {', '.join(WORD_REP_VIEWS)}, got '{self.word_rep_views}'"
+            )
         for name in ("del_word_rate", "del_span_ratio", "reorder_span_ratio", "subs_rate", "word_rep_rate"):
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:
@@ -530,11 +552,19 @@ def build_augmentation(
     return composed
 
 
+def without_word_rep(names: Sequence[str]) -> List[str]:
+    """The composition ``names`` without word-rep (the anchor view of --word-rep-views positive)."""
+    kept = [n for n in names if n != WORD_REP]
+    return kept or [IDENTITY[0]]
+
+
 def changed_share(original: np.ndarray, augmented: np.ndarray) -> float:
     """Share of ``original``'s tokens that the augmentation changed.
 
-    Tokens missing from the output (deleted or substituted) count as changed, and
-    for an output of the same length so do moved ones (reorder).
+    Tokens missing from the output (deleted or substituted) count as changed, as do
+    tokens the output adds beyond those (word-rep's copies: a view that only inserts
+    changed as many tokens as it inserted), and for an output of the same length so
+    do moved ones (reorder).
     """
     n = len(original)
     if n == 0:
@@ -542,7 +572,7 @@ def changed_share(original: np.ndarray, augmented: np.ndarray) -> float:
     values, counts = np.unique(original, return_counts=True)
     out_counts = dict(zip(*np.unique(augmented, return_counts=True)))
     kept = sum(min(c, out_counts.get(v, 0)) for v, c in zip(values.tolist(), counts.tolist()))
-    share = 1.0 - kept / n
+    share = max(n - kept, len(augmented) - kept) / n
     if len(augmented) == n:
         share = max(share, float(np.mean(original != augmented)))
     return share

@@ -138,6 +138,9 @@ def described_parameters(sizes: dict, vocab: int) -> int:
     # InfoCSE's decoder (--sentence-mlm-layers): layers of the encoder's sizes
     total = (vocab + positions + 2) * d + (layers + sizes.get("sentence_mlm_layers", 0)) * per_layer + 2 * d
     total += d * d + 3 * d + vocab  # LM head: dense, layer norm, output bias (weights tied)
+    for layer in sizes.get("sentence_dense", ()):  # an import's Dense layers (--sentence-dense)
+        total += d * layer.out_features + layer.out_features * layer.bias
+        d = layer.out_features
     mlp_hidden, mlp_out = sizes.get("sentence_mlp_hidden_dim", 0), sizes.get("sentence_mlp_dim", 0) or d
     if mlp_hidden:
         total += d * mlp_hidden + mlp_hidden + mlp_hidden * mlp_out + mlp_out
@@ -174,7 +177,20 @@ def check_sizes(state, path) -> None:
         if not (0 <= value <= ceiling) or (value == 0 and field not in ZERO_ALLOWED):
             refuse(f"its config's {field} is {value}, outside 1..{ceiling}")
         sizes[field] = value
+    from .models import dense
+
     weights = state.get("model")
+    try:  # --sentence-dense: its widths bounded by the word's reader, its shapes those of the weights
+        sizes["sentence_dense"] = dense.parse(_get(model, "sentence_dense"))
+    except dense.SentenceDenseError as e:
+        refuse(f"its config's {e}")
+    width = sizes.get("encoder_embed_dim")
+    if sizes["sentence_dense"] and width:
+        for name, shape in dense.shapes(sizes["sentence_dense"], width).items():
+            actual = _shape(weights, "sentence_dense." + name)
+            if actual != shape:
+                refuse(f"its config's sentence_dense {_get(model, 'sentence_dense')} builds sentence_dense.{name} "
+                       f"of shape {shape}, but its weights have {actual}")
     embed = _shape(weights, _ENCODER + "embed_tokens.weight")
     fc1 = _shape(weights, _ENCODER + "layers.0.fc1.weight")
     positions = _shape(weights, _ENCODER + "embed_positions.weight")
@@ -216,8 +232,10 @@ def check_sizes(state, path) -> None:
         head_shapes = getattr(task_class, "built_head_shapes", None)
         if head_shapes is not None:
             representation = sizes.get("sentence_mlp_dim") if sizes.get("sentence_mlp_hidden_dim") else 0
+            dense_width = sizes["sentence_dense"][-1].out_features if sizes["sentence_dense"] else 0
             try:
-                shapes, parameters = head_shapes(sections["task"], representation or sizes["encoder_embed_dim"],
+                shapes, parameters = head_shapes(sections["task"], representation or dense_width
+                                                 or sizes["encoder_embed_dim"],
                                                  weights if isinstance(weights, dict) else {})
             except FairseqClearError as e:
                 refuse(f"its task config cannot build its heads: {e}")

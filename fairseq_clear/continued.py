@@ -164,6 +164,12 @@ def model_args(checkpoint: str) -> List[str]:
         except PromptsError as e:
             raise ModelArgsError(f"{checkpoint}: {e}") from None
         flags += ["--sentence-prompts", get("sentence_prompts")]
+    if get("sentence_exclude_prompt", False):
+        flags.append("--sentence-exclude-prompt")
+    if get("sentence_dense"):  # one word of widths and activations of the table (checked by check_sizes above)
+        from .models.dense import parse, word
+
+        flags += ["--sentence-dense", word(parse(get("sentence_dense")))]
     return flags
 
 

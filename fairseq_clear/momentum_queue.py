@@ -9,12 +9,25 @@ problem's positives (all ranks', gathered) and their pairs' duplicate keys are a
 dropped. The momentum encoder runs in eval mode under ``no_grad`` (no dropout, no random draw:
 a resume stays bit-exact), so the queue is a constant of the loss. Both are part of the criterion's
 state (:meth:`state` / :meth:`restore`), which fairseq saves in every checkpoint.
+
+Against ESimCSE's code (caskcsg/sentemb, ESimCSE/esimcse/trainers.py at commit 9ab271bb3f14 and
+esimcse/models.py at fc7ca0dd89c5), which also encodes the queue in eval mode (no dropout): it queues the
+first view (the sentence itself; with word repetition in the positive only, the unrepeated one) where
+this queues the positives (the pairs' second rows: a labelled pair's positive, the repeated view), every
+rank keeps only its own vectors where this gathers all ranks', its queue is emptied at each epoch where
+this one runs on (and resumes), and its momentum encoder moves at every micro-batch where this one moves
+once per update.
 """
 
 import copy
 from typing import Optional
 
 import torch
+
+
+def _at_least_fp32(x: torch.Tensor) -> torch.Tensor:
+    # fp16/bf16 vectors are queued in fp32 (as the loss compares them); a float64 model's stay float64
+    return x.to(torch.promote_types(x.dtype, torch.float32))
 
 
 class MomentumQueue:
@@ -48,14 +61,14 @@ class MomentumQueue:
 
     @torch.no_grad()
     def encode(self, src_tokens):
-        return self.encoder(src_tokens, contrastive=True)[0].float()
+        return _at_least_fp32(self.encoder(src_tokens, contrastive=True)[0])
 
     @torch.no_grad()
     def push(self, vectors: torch.Tensor, keys: Optional[torch.Tensor], teacher: Optional[torch.Tensor] = None):
         """Append the newest vectors (and their pairs' keys, the guide's vectors), keeping the last ``size``."""
         self.to(vectors.device)  # a restored queue comes from the checkpoint on the CPU
-        for name, new in (("vectors", vectors.detach().float()), ("keys", keys),
-                          ("teacher", None if teacher is None else teacher.detach().float())):
+        for name, new in (("vectors", _at_least_fp32(vectors.detach())), ("keys", keys),
+                          ("teacher", None if teacher is None else _at_least_fp32(teacher.detach()))):
             if new is not None:
                 old = getattr(self, name)
                 setattr(self, name, (new if old is None else torch.cat([old, new]))[-self.size:])

@@ -21,6 +21,7 @@ apart even when their dictionaries have the same size.
 """
 
 import abc
+import functools
 import hashlib
 import json
 import os
@@ -72,6 +73,18 @@ def kinds() -> tuple:
     return tuple(TOKENIZERS)
 
 
+def _lowercasing(encode_ids):
+    """``encode_ids`` that lower-cases the texts first when the tokenizer's ``sentence_lowercase`` is set
+    (sentence-transformers' do_lower_case: the text, not only the tokenizer's own normaliser)."""
+    @functools.wraps(encode_ids)
+    def encode(self, sentences):
+        if self.sentence_lowercase:
+            sentences = [s.lower() if isinstance(s, str) else s for s in sentences]
+        return encode_ids(self, sentences)
+
+    return encode
+
+
 class Tokenizer(abc.ABC):
     """Text -> ids in the tokenizer's own vocabulary, and those ids' dictionary symbols.
 
@@ -83,11 +96,16 @@ class Tokenizer(abc.ABC):
     """
 
     kind = ""
+    #: lower-case every text before encoding it (its record's ``sentence_lowercase``: an imported
+    #: sentence-transformers model's do_lower_case), so prepared data reads as the model serves
+    sentence_lowercase = False
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
         if cls.__dict__.get("kind"):
             TOKENIZERS[cls.kind] = cls
+        if "encode_ids" in cls.__dict__:  # every subclass's encoding lower-cases when its record says so
+            cls.encode_ids = _lowercasing(cls.__dict__["encode_ids"])
     files: Dict[str, str] = {}
     #: whether a sentence's first word has other symbols than the same word inside it
     initial_words_differ = False
@@ -128,6 +146,8 @@ class Tokenizer(abc.ABC):
         rec = {"kind": self.kind, "files": {role: os.path.basename(p) for role, p in self.files.items()},
                "sha256": {role: sha256(p) for role, p in self.files.items()}}
         rec.update(self.options())
+        if self.sentence_lowercase:
+            rec["sentence_lowercase"] = True
         if dictionary_path:
             rec["dictionary_sha256"] = sha256(dictionary_path)
         return rec
@@ -560,11 +580,17 @@ def write_record(directory: str, tokenizer: Tokenizer, dictionary_path: Optional
 
 def from_record(directory: str, rec: dict) -> Tokenizer:
     files = {role: os.path.join(directory, name) for role, name in rec["files"].items()}
-    options = {k: v for k, v in rec.items() if k not in ("kind", "files", "sha256", "dictionary_sha256")}
+    options = {k: v for k, v in rec.items()
+               if k not in ("kind", "files", "sha256", "dictionary_sha256", "sentence_lowercase")}
+    if type(rec.get("sentence_lowercase", False)) is not bool:
+        raise TokenizerError(f"'{os.path.join(directory, RECORD)}': 'sentence_lowercase' must be true or false, "
+                             f"got {rec['sentence_lowercase']!r:.40}")
     try:
-        return TOKENIZERS[rec["kind"]].from_files(files, options)
+        tokenizer = TOKENIZERS[rec["kind"]].from_files(files, options)
     except KeyError as e:
         raise TokenizerError(f"'{os.path.join(directory, RECORD)}' names no {e} file for kind '{rec['kind']}'") from None
+    tokenizer.sentence_lowercase = bool(rec.get("sentence_lowercase", False))
+    return tokenizer
 
 
 def _optional(path: str) -> Optional[str]:
@@ -633,7 +659,8 @@ def check_same(data_dir: str, model_dir: str) -> None:
     a, b = read_record(data_dir), read_record(model_dir)
     if a is None or b is None or os.path.abspath(data_dir) == os.path.abspath(model_dir):
         return
-    same = a["kind"] == b["kind"] and a.get("sha256") == b.get("sha256") and (
+    same = a["kind"] == b["kind"] and a.get("sha256") == b.get("sha256") and \
+        a.get("sentence_lowercase", False) == b.get("sentence_lowercase", False) and (
         a.get("dictionary_sha256") == b.get("dictionary_sha256")
         or None in (a.get("dictionary_sha256"), b.get("dictionary_sha256")))
     if not same:

@@ -52,6 +52,10 @@ ROWS = {
     "mined-negative": ("mined", []),
     "matryoshka": ("pairs", ["--matryoshka-dims", "384,256,128,64,32"]),
     **{f"trained-at-{d}": ("pairs", ["--matryoshka-dims", str(d)]) for d in SIZES},
+    # issue 44: hardness weighting (Lan et al. 2025's strength for in-batch negatives; EmbeddingGemma's
+    # for mined hard negatives)
+    "hardness": ("pairs", ["--hardness-mode", "in_batch_negatives", "--hardness-strength", "9"]),
+    "mined-negative hardness": ("mined", ["--hardness-mode", "hard_negatives", "--hardness-strength", "5"]),
 }
 TASKS = "STS13,STS16,STS-B,SICK-R"  # SICK-R and STS-B in domain, STS13/16 not; STS12, 14, 15 left out for time
 
@@ -184,8 +188,10 @@ def main():
 def observations(summary):
     """{claim: holds, difference of the means (STS avg points), the larger std over seeds} for the
     comparisons the issue asks about, where both rows ran."""
-    claims = [(f"{row} > plain", row, "plain", FULL) for row in ("mask-duplicates", "guide", "mined-negative")]
+    claims = [(f"{row} > plain", row, "plain", FULL) for row in ("mask-duplicates", "guide", "mined-negative",
+                                                                 "hardness")]
     claims.append(("mined > random hard negatives", "mined-negative", "random-negative", FULL))
+    claims.append(("mined-negative hardness > mined-negative", "mined-negative hardness", "mined-negative", FULL))
     claims.append(("matryoshka at full size >= plain", "matryoshka", "plain", FULL))
     for d in SIZES:
         claims.append((f"matryoshka > plain, truncated to {d}", "matryoshka", "plain", d))
@@ -228,7 +234,8 @@ def summarise(results, args):
         return
     fig, (left, right) = plt.subplots(1, 2, figsize=(13, 4.5))
     s = results["summary"]
-    options = [r for r in ("plain", "mask-duplicates", "guide", "random-negative", "mined-negative") if r in s]
+    options = [r for r in ("plain", "mask-duplicates", "guide", "random-negative", "mined-negative", "hardness",
+                           "mined-negative hardness") if r in s]
     if options:  # --rows may hold only the Matryoshka rows
         full = [s[r][str(FULL)] for r in options]
         left.barh(options, [c["mean"] for c in full], xerr=[c["std"] for c in full])

@@ -17,7 +17,8 @@
 #   STUDENT_LAYERS  the student: the teacher's first this many layers (default 2; fairseq's
 #                   --encoder-layers-to-keep), its embeddings, vocabulary and pooling
 #   DISTILL_WEIGHT  λ of the KL term (default 1, RankCSE's); τ: --distill-temperature 0.05 and
-#                   --distill-teacher-temperature 0.025 unless given as extra options
+#                   --distill-teacher-temperature 0.025 unless given as extra options; 0: no teacher,
+#                   the same student by SimCSE-unsup alone (the baseline distillation is judged against)
 #   CPU, EPOCHS (default SimCSE's 1), MAX_UPDATE, STS_DEV (STS-B's sts-dev.csv: the start scored, the
 #   best checkpoint kept), KEEP, SEED, LR: as examples/simcse/unsup.sh
 #   STS_DIR         a SentEval STS folder (clear-eval-sts --sts-dir): the student and the teacher are
@@ -76,6 +77,8 @@ else
   SETTINGS=(--batch-size 512 --num-workers "$WORKERS")
 fi
 export SAVE_DIR=$OUT/checkpoints
+GUIDE_ARGS=(--guide-model "$GUIDE" --distill-weight "${DISTILL_WEIGHT:-1}" --no-guide-filter)
+[[ "${DISTILL_WEIGHT:-1}" =~ ^0*\.?0*$ ]] && GUIDE_ARGS=()  # 0: the SimCSE-unsup baseline, no teacher
 # SimCSE's continued-training values for the teacher (lr, τ, its pooling); --max-update, the schedule
 # and the log interval from the corpus size and EPOCHS; STS_DEV keeps the best
 CONT=$(python -m fairseq_clear.continued simcse-unsup "$GUIDE/model.pt" ${CPU_FLAG[@]+"${CPU_FLAG[@]}"} \
@@ -85,9 +88,9 @@ mkdir -p "$SAVE_DIR"
 train_logged "$SAVE_DIR/train.log" "$DATA" --user-dir "$USER_DIR" \
   --task clear --augmentations none --criterion clear \
   --finetune-from-model "$GUIDE/model.pt" "${MODEL_ARGS[@]}" --encoder-layers-to-keep "$KEPT" \
-  --guide-model "$GUIDE" --distill-weight "${DISTILL_WEIGHT:-1}" --no-guide-filter \
+  ${GUIDE_ARGS[@]+"${GUIDE_ARGS[@]}"} \
   --optimizer adam --adam-betas '(0.9,0.999)' --adam-eps 1e-8 --weight-decay 0.0 \
-  --lr-scheduler polynomial_decay \
+  --lr-scheduler polynomial_decay ${LR:+--lr "$LR"} \
   --seed "${SEED:-1}" --save-dir "$SAVE_DIR" --no-epoch-checkpoints \
   "${SETTINGS[@]}" ${CONTINUED[@]+"${CONTINUED[@]}"} "$@"
 drop_interval_checkpoints "$SAVE_DIR" "$@"  # KEEP=0: checkpoint_best.pt and checkpoint_last.pt alone

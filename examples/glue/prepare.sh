@@ -60,23 +60,12 @@ for TASK in "${TASKS[@]}"; do
   RAW="$WORK/$TASK-raw"
   rm -rf "$RAW"
   # header and column handling, tokenisation: fairseq_clear/evaluation/glue/finetune.py
-  "$PYTHON" -m fairseq_clear.cli.glue split "$GLUE_DIR" "$TASK" "$SPM" "$RAW"
+  # input0/input1: the encoder's ids straight into fairseq's .bin/.idx (--bin), byte-identical to
+  # fairseq-preprocess --only-source --srcdict on the split's text (test_prepare_at_scale.py)
+  "$PYTHON" -m fairseq_clear.cli.glue split "$GLUE_DIR" "$TASK" "$SPM" "$RAW" --bin "$DEST" --dict "$DICT"
 
-  DEV_SPLITS=dev; TEST_SPLITS=test
-  if [[ "$TASK" == "MNLI" ]]; then
-    DEV_SPLITS="dev_matched dev_mismatched"; TEST_SPLITS="test_matched test_mismatched"
-  fi
-  for INPUT in input0 input1; do
-    [[ -f "$RAW/train.$INPUT" ]] || continue
-    VALIDPREF=$(for s in $DEV_SPLITS; do printf '%s,' "$RAW/$s.$INPUT"; done); VALIDPREF=${VALIDPREF%,}
-    TESTPREF=$(for s in $TEST_SPLITS; do [[ -f "$RAW/$s.$INPUT" ]] && printf '%s,' "$RAW/$s.$INPUT"; done; true)
-    TESTPREF=${TESTPREF%,}
-    TESTARGS=()
-    [[ -n "$TESTPREF" ]] && TESTARGS=(--testpref "$TESTPREF")
-    fairseq-preprocess --only-source --srcdict "$DICT" \
-      --trainpref "$RAW/train.$INPUT" --validpref "$VALIDPREF" ${TESTARGS[@]+"${TESTARGS[@]}"} \
-      --destdir "$DEST/$INPUT" --workers "$WORKERS"
-  done
+  DEV_SPLITS=dev
+  [[ "$TASK" != "MNLI" ]] || DEV_SPLITS="dev_matched dev_mismatched"
   if [[ "$TASK" != "STS-B" ]]; then
     VALIDPREF=$(for s in $DEV_SPLITS; do printf '%s,' "$RAW/$s.label"; done); VALIDPREF=${VALIDPREF%,}
     fairseq-preprocess --only-source --trainpref "$RAW/train.label" --validpref "$VALIDPREF" \

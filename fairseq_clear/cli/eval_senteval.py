@@ -200,9 +200,14 @@ def fingerprint(path: str, extra: str = "") -> str:
 def checkpoint_fingerprint(args, hub) -> str:
     """What the checkpoint's vectors depend on, besides the poolings (the cache's labels): its
     weights, the tokenizer (its files' SHA-256 and options) and dictionary (token -> id), the head
-    and the truncation length. Batch size and device change them only by rounding: not in it."""
+    and the truncation length, how a sentence is read (prompt, lower-casing, length) and pooled (prompt
+    positions, Dense layers) as the loaded model does it. Batch size and device change them only by
+    rounding: not in it."""
+    from ..models.inference import vector_settings
+
     tokens = hub.tokenizer
     extra = json.dumps({"tokenizer": tokens.tokenizer.record(), "head": args.head,
+                        "sentence": vector_settings(tokens, hub.model),
                         "dictionary": hashlib.sha256(tokens.lookup.tobytes()).hexdigest(),
                         "bos_eos": [int(tokens.bos), int(tokens.eos)],
                         "max_positions": int(hub.model.max_positions())}, sort_keys=True, default=str)

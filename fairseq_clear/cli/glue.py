@@ -8,6 +8,7 @@ metrics live in :mod:`fairseq_clear.evaluation.glue.finetune` and model-args (th
 """
 
 import argparse
+import os
 import sys
 
 from ..continued import ModelArgsError, model_args
@@ -31,6 +32,10 @@ def main(argv=None):
                    help="directory for SPLIT.input0, SPLIT.input1, SPLIT.label: new, empty, or an earlier output of "
                    "this command, whose files (listed in its export_manifest.json) a rerun replaces, leaving "
                    "everything else there untouched")
+    p.add_argument("--bin", metavar="DIR", default="",
+                   help="also write DIR/input0, DIR/input1 as fairseq-preprocess --only-source --srcdict --dict writes "
+                   "them for those files, from the encoder's ids directly (examples/glue/prepare.sh)")
+    p.add_argument("--dict", default="", help="dict.txt of --bin (the pre-training data's)")
     p = sub.add_parser("copy-tokenizer", help="copy a data or model directory's tokenizer files and record")
     p.add_argument("source", help="the directory (or a sentencepiece model)")
     p.add_argument("dest", help="the binarized GLUE task directory")
@@ -54,7 +59,11 @@ def main(argv=None):
     args = parser.parse_args(argv)
     try:
         if args.command == "split":
-            counts = split_task(args.glue_dir, args.task, args.tokenizer, args.out_dir)
+            if bool(args.bin) != bool(args.dict):
+                raise GlueDataError("--bin and --dict go together: the dictionary the ids are written with")
+            if args.dict and not os.path.isfile(args.dict):
+                raise GlueDataError(f"--dict: '{args.dict}' does not exist")
+            counts = split_task(args.glue_dir, args.task, args.tokenizer, args.out_dir, args.bin, args.dict)
             print(" ".join(f"{k}={v}" for k, v in counts.items()))
         elif args.command == "copy-tokenizer":
             copy_tokenizer(args.source, args.dest)

@@ -35,7 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--limit-train", type=int, default=0, help="keep a random N rows of each train split (0 = all)")
     p.add_argument("--limit-valid", type=int, default=0, help="keep a random N rows of each valid split (0 = all)")
     p.add_argument("--seed", type=int, default=1, help="seed of --limit-train / --limit-valid")
-    p.add_argument("--workers", type=int, default=1, help="fairseq-preprocess workers")
+    p.add_argument("--workers", type=int, default=1, help="processes that encode the rows (the output does not depend on it)")
     return p
 
 

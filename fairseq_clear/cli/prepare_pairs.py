@@ -56,7 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
         "and write OUT/label/SPLIT.label (1/0), for --task contrastive_pairs --negative-pairs, which maximises "
         "their contrastive loss",
     )
-    p.add_argument("--workers", type=int, default=1, help="fairseq-preprocess workers")
+    p.add_argument("--workers", type=int, default=1, help="processes that encode the rows (the output does not depend on it)")
     return p
 
 

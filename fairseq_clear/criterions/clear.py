@@ -87,12 +87,20 @@ class ClearCriterion(FairseqCriterion):
                          "hardness_strength": cfg.hardness_strength}
         #: the distillation terms the options turn on (logged under these names), with their weights
         self.distill = {k: w for k, w in (("kd_loss", cfg.distill_weight), ("kd_mse", cfg.distill_mse_weight)) if w > 0}
+        self.distill_projection = None
         if cfg.distill_mse_weight > 0:
             student, teacher = getattr(task, "contrastive_dim", None), self.guide.model.representation_dim()
             if student is not None and student != teacher:
-                raise ClearCriterionError(f"--distill-mse-weight compares the {student}-dimensional contrastive vectors "
-                                          f"with --guide-model's {teacher}-dimensional ones; give the student the "
-                                          "guide's size (--projection-dim, or --projection-layers 0)")
+                if cfg.distill_mse_projection == "none":
+                    raise ClearCriterionError(
+                        f"--distill-mse-weight compares the {student}-dimensional contrastive vectors with "
+                        f"--guide-model's {teacher}-dimensional ones and --distill-mse-projection is none; give the "
+                        "student the guide's size (--projection-dim, or --projection-layers 0) or use "
+                        "--distill-mse-projection linear")
+                # EmbedDistill's learned map to the guide's size, here because the guide's size is known only
+                # now: fairseq's optimizer trains the criterion's parameters with the model's, and its
+                # checkpoints hold the criterion's state
+                self.distill_projection = torch.nn.Linear(student, teacher)
         self.queue = MomentumQueue(cfg.queue_size, cfg.queue_momentum) if cfg.queue_size > 0 else None
         if self.queue is not None:
             # never trained: a parameter only so that fairseq's trainer saves and restores the
@@ -269,7 +277,8 @@ class ClearCriterion(FairseqCriterion):
         """{term: its sum over the local anchors of the contrastive problem} for the terms in
         ``self.distill``: the KL over each anchor's candidates of its loss form (without itself and
         its positive, and the queue's rows, scored by the guide as it scored them when queued), the MSE of
-        each anchor's vector against the guide's."""
+        each anchor's vector (mapped by --distill-mse-projection's layer when the sizes differ) against the
+        guide's."""
         m, local = za.size(0), torch.arange(len(rows), device=za.device)
         if self.cfg.loss_form == "nt-xent":  # both directions, candidates every view
             z, g = torch.cat([za, zp]), torch.cat([ga, gp])
@@ -294,7 +303,9 @@ class ClearCriterion(FairseqCriterion):
             out["kd_loss"] = losses.distillation_kl(za_, student, ga_, teacher, self.cfg.distill_temperature,
                                                     self.cfg.distill_teacher_temperature, exclude)
         if "kd_mse" in self.distill:
-            out["kd_mse"] = losses.embedding_mse(za_, ga_)
+            projection = self.distill_projection
+            student_vectors = za_ if projection is None else projection(za_.to(projection.weight.dtype))
+            out["kd_mse"] = losses.embedding_mse(student_vectors, ga_)
         return out
 
     def forward(self, model, sample, reduce=True):

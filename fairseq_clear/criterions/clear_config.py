@@ -19,6 +19,7 @@ LOSS_FORMS = ChoiceEnum(["paper", "nt-xent", "simcse"])
 GATHER_CHOICES = ChoiceEnum(["auto", "on", "off"])
 MARGIN_STRATEGIES = ChoiceEnum(["absolute", "relative"])
 HARDNESS_CHOICES = ChoiceEnum(["off", "in_batch_negatives", "hard_negatives", "all_negatives"])
+DISTILL_PROJECTIONS = ChoiceEnum(["linear", "none"])
 
 
 class ClearCriterionError(FairseqClearError, ValueError):
@@ -146,8 +147,19 @@ class ClearCriterionConfig(FairseqDataclass):
         metadata={
             "help": "embedding-level distillation from --guide-model: weight of the mean squared error between each "
             "anchor's contrastive vector and the guide's vector of the same view (DistilCSE; sentence-transformers' "
-            "MSELoss), a mean over the anchors like L_CL; the sizes must match (no projection is trained); 0 = off",
+            "MSELoss), a mean over the anchors like L_CL; when the sizes differ, through --distill-mse-projection; "
+            "0 = off",
             "bounds": (0.0, 1000.0),
+        },
+    )
+    distill_mse_projection: DISTILL_PROJECTIONS = field(
+        default="linear",
+        metadata={
+            "help": "--distill-mse-weight with a student whose contrastive vectors are not the guide's size: linear = "
+            "a learned linear map of the student's vectors to the guide's size (EmbedDistill, Kim et al. 2023; "
+            "sentence-transformers' Dense before MSELoss), trained with the model and saved in the checkpoints "
+            "(the criterion's state; not exported); none = refuse such a student (no map is used when the sizes "
+            "match)"
         },
     )
     distill_temperature: float = field(
@@ -191,20 +203,26 @@ class ClearCriterionConfig(FairseqDataclass):
             "bounds": (0.0, 100.0),
         },
     )
+    # ESimCSE's code (caskcsg/sentemb: ESimCSE/train.py and esimcse/trainers.py at commit 9ab271bb3f14,
+    # esimcse/models.py at fc7ca0dd89c5): --neg_size defaults to 256, --momentum to 0 (the paper: 0.995);
+    # the queue holds the momentum encoder's vectors of the first view (the sentence, not the repeated
+    # one), encoded in eval mode (no dropout), one rank's own, emptied at each epoch; our differences are
+    # in MomentumQueue's docstring
     queue_size: int = field(
         default=0,
         metadata={
             "help": "ESimCSE's momentum contrast (Wu et al. 2022, §3.2): a FIFO queue of this many vectors of past "
-            "batches' positives, encoded by a momentum encoder (an average of the model, --queue-momentum), as extra "
-            "negatives of every anchor (all ranks' pushed; --mask-duplicates applies to them); the queue and the "
-            "momentum encoder are saved in the checkpoints. ESimCSE: 2.5 x the batch size; 0 = off",
+            "batches' positives, encoded by a momentum encoder (an average of the model, --queue-momentum; no "
+            "dropout, as ESimCSE's code), as extra negatives of every anchor (all ranks' pushed; --mask-duplicates "
+            "applies to them); the queue and the momentum encoder are saved in the checkpoints. ESimCSE's paper: "
+            "2.5 x the batch size; its code's --neg_size default: 256; 0 = off",
             "bounds": (0, 1_000_000),
         },
     )
     queue_momentum: float = field(
         default=0.995,
         metadata={"help": "m of --queue-size's momentum encoder, θ_m <- m·θ_m + (1 - m)·θ once per update "
-                  "(ESimCSE: 0.995)", "bounds": (0.0, 1.0)},
+                  "(ESimCSE's paper: 0.995; its code moves it at every micro-batch)", "bounds": (0.0, 1.0)},
     )
     sentence_mlm_weight: float = field(
         default=0.0,

@@ -31,7 +31,8 @@ class ContrastiveViewsDataset(BaseWrapperDataset):
 
     Args:
         sentences: ``<s> body </s>`` samples.
-        augment: ``f(body, rng) -> body`` (see :mod:`fairseq_clear.augmentations`).
+        augment: ``f(body, rng) -> body`` (see :mod:`fairseq_clear.augmentations`), or a pair of them,
+            one per view (ESimCSE's word repetition in the positive only: --word-rep-views).
         seed: ``--seed``.
         max_body_len: views longer than this (``subs`` can lengthen) are truncated.
         bos, eos, pad: special ids.
@@ -39,7 +40,7 @@ class ContrastiveViewsDataset(BaseWrapperDataset):
 
     def __init__(self, sentences, augment: Augmentation, seed: int, max_body_len: int, bos, eos, pad):
         super().__init__(sentences)
-        self.augment = augment
+        self.augments = tuple(augment) if isinstance(augment, (tuple, list)) else (augment, augment)
         self.seed = seed
         self.max_body_len = max_body_len
         self.bos, self.eos, self.pad = bos, eos, pad
@@ -57,7 +58,7 @@ class ContrastiveViewsDataset(BaseWrapperDataset):
     def view(self, index: int, view: int) -> torch.Tensor:
         body = self.dataset[index][1:-1].numpy()
         rng = self._rng(self.seed, self.epoch, index, view)
-        out = self.augment(body, rng)[: self.max_body_len]
+        out = self.augments[view - 1](body, rng)[: self.max_body_len]
         return torch.from_numpy(
             np.concatenate([[self.bos], out, [self.eos]]).astype(np.int64, copy=False)
         )

@@ -22,10 +22,10 @@ and activation come from config.json. BERT's pooler has no fairseq counterpart
 and is left out (logged); a checkpoint without an LM head gets a fresh one (logged).
 What would not convert exactly is refused before any weight is converted: an untied LM
 head, a causal or cross-attention config, and in a sentence-transformers directory any
-module beyond Transformer -> Pooling (one mode of models.pooling.POOLINGS) -> Normalize, and prompts
-left out of the pooling (include_prompt false). The source's max_seq_length, do_lower_case, prompts
-and similarity function are kept as model options, and the import is checked against
-sentence-transformers' own encode() of the folder.
+module beyond Transformer -> Pooling (one mode of models.pooling.POOLINGS) -> Dense... -> Normalize.
+The source's max_seq_length, do_lower_case, prompts (and include_prompt), Dense modules and similarity
+function are kept as model options (the Dense weights in the checkpoint), and the import is checked
+against sentence-transformers' own encode() of the folder.
 
 Nothing in the directory is executed: config.json is JSON, weights are
 safetensors or a weights-only torch pickle, tokenizers are data files.
@@ -42,7 +42,8 @@ from typing import Dict, List, Tuple
 
 import torch
 
-from ..checkpoint_sizes import check_hf_sizes
+from ..checkpoint_sizes import check_hf_sizes, weight_shapes
+from ..models import dense as dense_modules
 from ..models.inference import prompts_word, sentence_input
 from ..models.pooling import POOLINGS, SIMILARITY_FUNCTIONS, from_st_mode
 from ..vocabulary import BERT_SPECIALS, DEL_SYMBOL, FAIRSEQ_SPECIALS, SP_WORD_START
@@ -534,9 +535,10 @@ def convert_state(enc, head, cfg, rows, where) -> Tuple[Dict[str, torch.Tensor],
     return sd, has_head
 
 
-#: sentence-transformers module classes that have a counterpart here (Normalize: embed(normalize=True));
-#: modules.json names them sentence_transformers.models.X (< 6) or by their defining module (>= 6)
-ST_MODULES = ("Transformer", "Pooling", "Normalize")
+#: sentence-transformers module classes that have a counterpart here (Dense: --sentence-dense; Normalize:
+#: embed(normalize=True)); modules.json names them sentence_transformers.models.X (< 6) or by their
+#: defining module (>= 6)
+ST_MODULES = ("Transformer", "Pooling", "Dense", "Normalize")
 #: sentence-transformers' older 1_Pooling/config.json flags -> its mode names
 ST_LEGACY_POOLING = {"pooling_mode_cls_token": "cls", "pooling_mode_max_tokens": "max",
                      "pooling_mode_mean_tokens": "mean", "pooling_mode_mean_sqrt_len_tokens": "mean_sqrt_len_tokens",
@@ -576,12 +578,14 @@ def _st_modules(model_dir: str) -> List[dict]:
         return modules
     for m in modules:
         if m["type"].rsplit(".", 1)[1] not in ST_MODULES:
-            # e.g. LaBSE's 2_Dense: its projection is part of the sentence embedding and has no counterpart
             raise ImportHfError(f"{path}: module '{m.get('path') or m.get('name')}' of type '{m['type']}' has "
                                 f"no fairseq counterpart (only {', '.join(ST_MODULES)})")
     types = [m["type"].rsplit(".", 1)[1] for m in modules]
-    if types not in (["Transformer"], ["Transformer", "Pooling"], ["Transformer", "Pooling", "Normalize"]):
-        raise ImportHfError(f"{path}: modules {' -> '.join(types)} are not Transformer -> Pooling (-> Normalize)")
+    middle = types[2:-1] if types[-1] == "Normalize" else types[2:]
+    if types[:2] not in (["Transformer"], ["Transformer", "Pooling"]) or any(t != "Dense" for t in middle):
+        # sentence-transformers' order: the Dense modules project the pooled vector, Normalize comes last
+        raise ImportHfError(f"{path}: modules {' -> '.join(types)} are not Transformer -> Pooling (-> Dense...) "
+                            "(-> Normalize)")
     if modules[0].get("path", "") not in ("", "."):
         raise ImportHfError(f"{path}: the Transformer lives in '{modules[0]['path']}', not in '{model_dir}' "
                             "itself: import that directory")
@@ -614,11 +618,6 @@ def sentence_pooling(model_dir: str) -> str:
     if not isinstance(cfg, dict):
         raise ImportHfError(f"{path}: must be a JSON object of pooling options")
     check_pooling_config(path, cfg)
-    prompts_path = os.path.join(model_dir, "config_sentence_transformers.json")
-    if cfg.get("include_prompt") is False and os.path.isfile(prompts_path) and \
-            any(source_prompts(prompts_path, _read_json_object(prompts_path, "sentence-transformers options"))[0].values()):
-        raise ImportHfError(f"{path}: include_prompt false leaves the prompt's tokens out of the pooling, which an "
-                            "imported model cannot do (it pools every token)")
     if "pooling_mode" in cfg:  # sentence-transformers >= 6: one mode name or a list of them
         names = cfg["pooling_mode"] if isinstance(cfg["pooling_mode"], list) else [cfg["pooling_mode"]]
         modes = [(f"pooling_mode {n!r}", n if isinstance(n, str) else None) for n in names]
@@ -703,10 +702,78 @@ def sentence_head(model_dir: str) -> Dict[str, object]:
         head = {"pretrained_kind": "encoder", "pretrained_pooling": sentence_pooling(model_dir)}
     else:
         head = {"pretrained_kind": "sentence-embedding", "pretrained_pooling": sentence_pooling(model_dir)}
-        if len(modules) > 2:
+        layers = [spec for spec, _ in read_dense(model_dir)]
+        if layers:
+            head["sentence_dense"] = dense_modules.word(layers)
+        if modules[-1]["type"].endswith(".Normalize"):
             head["sentence_normalize"] = True
+        if _pooling_config(model_dir).get("include_prompt") is False:
+            head["sentence_exclude_prompt"] = True  # the default prompt's tokens are not pooled
     head.update(input_settings(model_dir))
     return head
+
+
+def _pooling_config(model_dir: str) -> dict:
+    """The Pooling module's config.json ({} without one), already checked by :func:`sentence_pooling`."""
+    modules = _st_modules(model_dir)
+    path = os.path.join(model_dir, modules[1].get("path", "") if len(modules) > 1 else "1_Pooling", "config.json")
+    return _read_json(path) if os.path.isfile(path) else {}
+
+
+#: the keys of a Dense module's config.json, as sentence-transformers writes them, with what each may hold
+DENSE_KEYS = ("in_features", "out_features", "bias", "activation_function", "module_input_name",
+              "module_output_name", "use_residual")
+
+
+def read_dense(model_dir: str) -> List[tuple]:
+    """``[(DenseSpec, {"linear.weight": ..., "linear.bias": ...})]`` of the folder's Dense modules, in order.
+    Each config.json is checked before its weights are read: the activation one of the table
+    (``models.dense.DENSE_ACTIVATIONS``, by the class path sentence-transformers writes; nothing in the
+    file picks code), the sizes positive, bounded and chained from the pooled width, the weights' shapes
+    (read from the file's header, nothing allocated) exactly those sizes."""
+    cfg = _read_json_object(os.path.join(model_dir, "config.json"), "model options")
+    width = cfg.get("hidden_size")
+    out = []
+    for m in _st_modules(model_dir)[2:]:
+        if not m["type"].endswith(".Dense"):
+            continue
+        folder = os.path.join(model_dir, m.get("path", ""))
+        path = os.path.join(folder, "config.json")
+        if not os.path.isfile(path):
+            raise ImportHfError(f"{os.path.join(model_dir, 'modules.json')}: the module '{m['type']}' has no {path}")
+        config = _read_json_object(path, "Dense options")
+        unknown = sorted(set(config) - set(DENSE_KEYS))
+        if unknown:
+            raise ImportHfError(f"{path}: Dense option(s) {', '.join(unknown)} have no counterpart here")
+
+        def refuse(field, must):
+            raise SentenceTransformersConfigError(f"{path}: '{field}' must be {must}, got {config.get(field)!r:.80}")
+
+        # sentence-transformers' default activation when the key is absent: Tanh
+        activation = dense_modules.from_st_name(config.get("activation_function", dense_modules.st_name("tanh")))
+        if activation is None:
+            refuse("activation_function", "one of " + ", ".join(map(dense_modules.st_name, dense_modules.DENSE_ACTIVATIONS)))
+        for field in ("in_features", "out_features"):
+            if type(config.get(field)) is not int or not 1 <= config[field] <= dense_modules.MAX_WIDTH:
+                refuse(field, f"an integer in 1..{dense_modules.MAX_WIDTH}")
+        if config["in_features"] != width:
+            refuse("in_features", f"the width of the vector before it, {width}")
+        if type(config.get("bias", True)) is not bool:
+            refuse("bias", "true or false")
+        if config.get("use_residual", False) is not False:
+            refuse("use_residual", "false (a residual Dense has no counterpart here)")
+        for field in ("module_input_name", "module_output_name"):
+            if config.get(field) not in (None, "sentence_embedding"):
+                refuse(field, "'sentence_embedding' (the sentence vector)")
+        spec = dense_modules.DenseSpec(config["out_features"], activation, config.get("bias", True))
+        want = {k.split(".", 2)[2]: v for k, v in dense_modules.shapes([spec], width).items()}  # linear.*
+        where, found = weight_shapes(folder)  # the header only: a size is refused before it is allocated
+        if found != want:
+            raise ImportHfError(f"{where}: the Dense weights are {found}, its config.json says {want}")
+        weights = read_weights(folder)
+        out.append((spec, {k: weights[k].float() for k in want}))
+        width = spec.out_features
+    return out
 
 
 def input_settings(model_dir: str) -> Dict[str, object]:
@@ -832,18 +899,22 @@ def import_hf(model_dir: str, out_dir: str, overwrite: bool = False, tolerance: 
     check_hf_sizes(model_dir, cfg)  # nothing is built from config.json that its weights do not hold
     pooling = sentence_pooling(model_dir)  # refuses what sentence-transformers adds beyond the encoder
     check_sentence_bert_config(model_dir, cfg)
+    sentence = sentence_head(model_dir)  # its Dense configs checked before any weight is read
     rows, symbols = vocabulary_layout(model_dir, cfg["model_type"])
     enc, head = _strip(read_weights(model_dir), cfg["model_type"])
     where = model_dir
     check_lm_head(enc, head, cfg, where)
     state, has_head = convert_state(enc, head, cfg, rows, where)
-    head = sentence_head(model_dir)
-    options = model_options(cfg, pooling, head)
+    for i, (_, weights) in enumerate(read_dense(model_dir)):  # the model's sentence_dense (models/dense.py)
+        state.update({f"sentence_dense.layers.{i}.{k}": v for k, v in weights.items()})
+    options = model_options(cfg, pooling, sentence)
     logger.info("import: %s", describe(options))
     with staged_output(out_dir, overwrite=overwrite, option="OUT_DIR", what="import") as staging:
         with open(os.path.join(staging, "dict.txt"), "w", encoding="utf-8") as f:
             f.writelines(f"{s} 1\n" for s in symbols)
         tokenizer = _copy_tokenizer(model_dir, cfg["model_type"], staging, symbols)
+        # do_lower_case in the tokenizer's record: data prepared with --tokenizer-from is lower-cased as served
+        tokenizer.sentence_lowercase = bool(options.get("sentence_lowercase"))
         vocabulary.write_record(staging, tokenizer, os.path.join(staging, "dict.txt"))
         # no optimizer state: --restore-file starts a fresh optimizer, as --finetune-from-model does
         ckpt = {"cfg": _checkpoint_cfg(options, staging), "model": state, "args": None,
@@ -877,12 +948,14 @@ def describe(options) -> str:
         return (f"a pre-trained encoder of {size}, no sentence head of its own; {given} (training, "
                 "embed()/clear-embed and clear-export-hf use it unless told otherwise)")
     return (f"a sentence-embedding model of {size}: {options['pretrained_pooling']} pooling"
+            + (f", Dense {options['sentence_dense']}" if options.get("sentence_dense") else "")
             + (", unit-length vectors (Normalize)" if options.get("sentence_normalize") else "")
             + (f", sentences of at most {options['sentence_max_length']} tokens"
                if options.get("sentence_max_length") else "")
             + (", lower-cased" if options.get("sentence_lowercase") else "")
             + (f", {options['sentence_similarity']} similarity" if options.get("sentence_similarity") else "")
             + _prompts_note(options.get("sentence_prompts"))
+            + (", its prompt's tokens left out of the pooling" if options.get("sentence_exclude_prompt") else "")
             + "; training, embed()/clear-embed and clear-export-hf keep them unless told otherwise")
 
 
@@ -950,7 +1023,7 @@ def verify(model_dir, staged_dir, cfg, sentences=CHECK_SENTENCES):
         for s in sentences:
             ids = hub.tokenizer.encode([s])[0]
             ours = hub.model.sentence_features(ids.unsqueeze(0))[0]
-            batch = tok(s, return_tensors="pt")
+            batch = tok(s.lower() if hub.lowercase else s, return_tensors="pt")  # the record lower-cases as encode()
             if batch["input_ids"].size(1) != ids.numel():
                 raise ImportHfError(f"verification failed: {len(ids)} tokens for {s!r}, transformers "
                                     f"gives {batch['input_ids'].size(1)}")

@@ -26,6 +26,7 @@ import torch
 
 from .errors import ExportError  # noqa: F401  (part of this module's API)
 from ..hf_tokenizers import build_tokenizer, keep_special_text  # noqa: F401  (part of this module's API)
+from ..models.dense import DENSE_ACTIVATIONS
 from ..models.inference import encode_sentences
 from ..models.pooling import POOLINGS
 from ..atomic_files import write_json
@@ -35,8 +36,8 @@ logger = logging.getLogger(__name__)
 
 #: fairseq activation -> transformers hidden_act
 HIDDEN_ACT = {"gelu": "gelu", "relu": "relu", "gelu_accurate": "gelu_new", "gelu_fast": "gelu_new", "tanh": "tanh"}
-#: fairseq activation -> torch module for sentence-transformers' Dense
-DENSE_ACT = {"relu": torch.nn.ReLU, "gelu": torch.nn.GELU, "tanh": torch.nn.Tanh, "linear": torch.nn.Identity}
+#: fairseq activation -> torch module for sentence-transformers' Dense: the one table the import reads too
+DENSE_ACT = DENSE_ACTIVATIONS
 
 CHECK_SENTENCES = [
     "A man is playing a guitar.",
@@ -157,10 +158,13 @@ def _dense(linear: torch.nn.Linear, activation: str):
 
 
 def head_modules(model, head: str):
-    """Dense modules for CLSR's e (``representation``) and the projection head g (``projection``)."""
+    """Dense modules for an import's own Dense layers (--sentence-dense), CLSR's e (``representation``) and
+    the projection head g (``projection``), in the model's order."""
     modules = []
     if head == "pooled":
         return modules
+    if model.sentence_dense is not None:
+        modules += [_dense(layer.linear, layer.activation) for layer in model.sentence_dense.layers]
     if model.sentence_mlp is not None:
         modules += [_dense(model.sentence_mlp.fc1, "relu"), _dense(model.sentence_mlp.fc2, "linear")]
     if head == "projection":
@@ -198,7 +202,8 @@ def export(hub, out_dir: str, pooling: str = None, head: str = "representation",
             from .onnx import write_onnx
 
             write_onnx(hub, staging, CHECK_SENTENCES if check_sentences is None else check_sentences,
-                       pooling, head, normalize, tolerance, probes=literal_special_probes)
+                       pooling, head, normalize, tolerance, probes=literal_special_probes,
+                       model_kwargs=load_kwargs(staging))
     return st
 
 
@@ -232,7 +237,9 @@ def _write_export(hub, out_dir, pooling, head, normalize, with_lm_head, sts_tabl
         # lower-casing the hub embeds with (an imported model's own)
         transformer = Transformer(tmp, max_seq_length=hub.max_length, do_lower_case=hub.lowercase,
                                   model_kwargs={"add_pooling_layer": False})
-        modules = [transformer, Pooling(model.args.encoder_embed_dim, pooling_mode=POOLINGS[pooling].st_mode)]
+        # the prompt's tokens left out of the pooling, as the hub pools (an import's include_prompt false)
+        modules = [transformer, Pooling(model.args.encoder_embed_dim, pooling_mode=POOLINGS[pooling].st_mode,
+                                        include_prompt=not getattr(model.args, "sentence_exclude_prompt", False))]
         modules += head_modules(model, head)
         if normalize:
             modules.append(Normalize())
@@ -253,12 +260,11 @@ def _write_export(hub, out_dir, pooling, head, normalize, with_lm_head, sts_tabl
     # sentence-transformers >= 6 keeps these two in the tokenizer's files; older ones (and other
     # runtimes) read them here
     config.update(max_seq_length=hub.max_length, do_lower_case=hub.lowercase)
-    if not with_lm_head:
-        # sentence-transformers does not save model_kwargs: without this, every load would
-        # build (and warn about) RoBERTa's randomly initialised pooler
-        config["model_args"] = {"add_pooling_layer": False}
+    # no model_args such as add_pooling_layer (which would keep transformers from building the unused
+    # pooler): sentence-transformers' ONNX and OpenVINO backends pass them to optimum, which refuses them
     write_json(config_path, config)
     write_legacy_pooling_keys(os.path.join(out_dir, "1_Pooling", "config.json"))
+    write_portable_names(out_dir)
     for name, path in source.hf_files().items():
         shutil.copyfile(path, os.path.join(out_dir, name))
     from .model_card import render
@@ -304,6 +310,38 @@ def write_legacy_pooling_keys(path: str):
     write_json(path, {**config, **{flag: name in modes for flag, name in ST_LEGACY_POOLING.items()}})
 
 
+def write_portable_names(out_dir: str):
+    """The names older releases read, where sentence-transformers 6 and transformers 5 save their own:
+    sentence-transformers 5.x and transformers 4.x are what its ONNX and OpenVINO backends install with
+    (benchmarks/studies/serving_runtimes.py), and the new releases read the old names too.
+
+    * modules.json: each module's ``sentence_transformers.models.X`` (6.x saves the paths of its own
+      layout, such as ``sentence_transformers.base.modules.normalize.Normalize``, which 5.x lacks);
+    * tokenizer_config.json: a list of extra special tokens as ``additional_special_tokens`` (4.x reads
+      ``extra_special_tokens`` as a dict of named tokens and fails on a list)."""
+    path = os.path.join(out_dir, "modules.json")
+    with open(path, encoding="utf-8") as f:
+        entries = json.load(f)
+    for entry in entries:
+        if entry["type"].startswith("sentence_transformers."):
+            entry["type"] = "sentence_transformers.models." + entry["type"].rsplit(".", 1)[1]
+    write_json(path, entries)
+    path = os.path.join(out_dir, "tokenizer_config.json")
+    with open(path, encoding="utf-8") as f:
+        config = json.load(f)
+    if isinstance(config.get("extra_special_tokens"), list):
+        config["additional_special_tokens"] = config.pop("extra_special_tokens")
+        write_json(path, config)
+
+
+def load_kwargs(out_dir: str) -> dict:
+    """What the export's own checks load it with: an encoder without the pooler it was saved without
+    (sentence_bert_config.json cannot say so for other runtimes: see write_portable_names' caller)."""
+    with open(os.path.join(out_dir, "config.json"), encoding="utf-8") as f:
+        masked_lm = any(a.endswith("ForMaskedLM") for a in json.load(f).get("architectures") or [])
+    return {} if masked_lm else {"add_pooling_layer": False}
+
+
 def literal_special_probes(tokenizer, out_dir: str) -> list:
     """Sentences with each special token's text inside, for the tokens the export reads as our hub
     does (all but ``literal_special_tokens.except`` of fairseq_clear_export.json)."""
@@ -322,7 +360,7 @@ def verify(hub, out_dir: str, sentences, pooling, head, normalize, tolerance=1e-
     """Max |difference| between the exported model's encode() and the hub's embed(); raises above tolerance."""
     from sentence_transformers import SentenceTransformer
 
-    st = SentenceTransformer(out_dir, device="cpu")
+    st = SentenceTransformer(out_dir, device="cpu", model_kwargs=load_kwargs(out_dir))
     sentences = list(sentences) + literal_special_probes(st.tokenizer, out_dir)
     ours = hub.embed(sentences, pooling=pooling, head=head, normalize=normalize)
     theirs = st.encode(sentences, convert_to_numpy=True, batch_size=8)

@@ -108,12 +108,14 @@ def render(hub, pooling: str, head: str, normalize: bool, modules: int, sts_tabl
         f"{len(hub.task.source_dictionary)} tokens.",
         *([f"* **Starting model**: {STARTING_MODEL[_get(args, 'pretrained_kind')]}, imported by clear-import-hf "
            f"with its {_get(args, 'pretrained_pooling') or pooling} pooling"
+           + (f", Dense layers {_get(args, 'sentence_dense')}" if _get(args, "sentence_dense") else "")
            + (", unit-length vectors" if _get(args, "sentence_normalize") else "") + "."]
           if _get(args, "pretrained_kind") in STARTING_MODEL else []),
         f"* **Training**: {method(task_cfg, args)}.",
         *([] if as_imported else [f"* **Training data**: the binarized directory `{data}` (fairseq-clear's "
                                   "`clear-prepare` / `clear-prepare-pairs` output)."]),
         f"* **Sentence vector**: {pooling} pooling of the last layer"
+        + (", then its Dense layers" if _get(args, "sentence_dense") and head != "pooled" else "")
         + {"representation": "", "mlp": ", then CLSR's MLP e", "projection": ", then the projection head g"}.get(head, f", head '{head}'")
         + (", L2-normalised" if normalize else "") + f" ({modules} sentence-transformers modules).",
     ]

@@ -5,7 +5,8 @@ written with ``torch.onnx.export`` and onnxruntime alone (no optimum).
   ``attention_mask`` (int64, batch x tokens, both dynamic); outputs ``last_hidden_state`` (what
   sentence-transformers' ``backend="onnx"``, i.e. optimum's ``ORTModelForFeatureExtraction``, reads
   and pools itself) and ``sentence_embedding`` (the export's Pooling, Dense and Normalize modules
-  applied: the vector, for onnxruntime without anything else).
+  applied: the vector, for onnxruntime without anything else; a Pooling with ``include_prompt``
+  false leaves out the default prompt's tokens, so feed that prompt as ``encode()`` does).
 * ``onnx/model_qint8_avx512_vnni.onnx``: onnxruntime's dynamic int8 quantization of it (int8
   weights per output channel, activations quantized at run time), under the name
   sentence-transformers' ``export_dynamic_quantized_onnx_model(model, "avx512_vnni", ...)`` gives.
@@ -38,12 +39,16 @@ OPSET = 17
 class _Pipeline(torch.nn.Module):
     """The sentence-transformers model as a function of two tensors (what the ONNX graph computes)."""
 
-    def __init__(self, st):
+    def __init__(self, st, prompt_length=None):
         super().__init__()
         self.st = st
+        self.prompt_length = prompt_length
 
     def forward(self, input_ids, attention_mask):
-        out = self.st({"input_ids": input_ids, "attention_mask": attention_mask})
+        features = {"input_ids": input_ids, "attention_mask": attention_mask}
+        if self.prompt_length:  # include_prompt false: the default prompt's tokens, a constant of the graph
+            features["prompt_length"] = self.prompt_length
+        out = self.st(features)
         return out["token_embeddings"], out["sentence_embedding"]
 
 
@@ -104,27 +109,35 @@ def encode(sess, tokenize, sentences, batch_size: int = 32) -> np.ndarray:
 
 
 def write_onnx(hub, out_dir: str, sentences, pooling=None, head: str = "representation", normalize: bool = False,
-               tolerance: float = 1e-4, probes=None) -> dict:
+               tolerance: float = 1e-4, probes=None, model_kwargs=None) -> dict:
     """Write ``onnx/model.onnx`` and its int8 file for the sentence-transformers model in ``out_dir``
     (a staged export) and check the fp32 one against ``hub.embed()`` on ``sentences`` (plus
     ``probes(tokenizer, out_dir)``: the export's own check sentences, given by its caller so that this
-    module does not import it); returns {"max_difference": fp32 vs hub, "int8_min_cosine": int8 vs fp32}."""
+    module does not import it; ``model_kwargs``: its caller's for loading the export); returns
+    {"max_difference": fp32 vs hub, "int8_min_cosine": int8 vs fp32}."""
     from onnxruntime.quantization import QuantType, quantize_dynamic
     from sentence_transformers import SentenceTransformer
 
     check_available()
     # eager attention: plain MatMul/Softmax nodes, which onnxruntime's transformer optimizer can fuse
     # (it finds no attention in the graph of torch's scaled_dot_product_attention)
-    st = SentenceTransformer(out_dir, device="cpu", model_kwargs={"attn_implementation": "eager"}).eval()
+    st = SentenceTransformer(out_dir, device="cpu",
+                             model_kwargs={"attn_implementation": "eager", **(model_kwargs or {})}).eval()
     folder = os.path.join(out_dir, ONNX_DIR)
     os.makedirs(folder, exist_ok=True)
     fp32, int8 = os.path.join(folder, FP32_FILE), os.path.join(folder, INT8_FILE)
     example = tokenizer_of(st)(["a short example", "a longer example sentence for the trace"])
+    # the graph starts at the ids: a default prompt of the model is text its user prepends, as encode() does;
+    # a Pooling with include_prompt false leaves out that prompt's tokens (counted as encode() counts them)
+    prompt = st.prompts.get(st.default_prompt_name, "") if getattr(st, "default_prompt_name", None) else ""
+    prompt_length = None
+    if prompt and any(getattr(module, "include_prompt", True) is False for module in st):
+        prompt_length = tokenizer_of(st)(["x"], prompt=prompt).get("prompt_length")
     batch_and_tokens = {0: "batch", 1: "tokens"}
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore", torch.jit.TracerWarning)  # shape checks traced as constants: expected
         torch.onnx.export(
-            _Pipeline(st), (example["input_ids"], example["attention_mask"]), fp32,
+            _Pipeline(st, prompt_length), (example["input_ids"], example["attention_mask"]), fp32,
             input_names=list(INPUTS), output_names=list(OUTPUTS), opset_version=OPSET,
             dynamic_axes={"input_ids": batch_and_tokens, "attention_mask": batch_and_tokens,
                           "last_hidden_state": batch_and_tokens, "sentence_embedding": {0: "batch"}},
@@ -134,8 +147,6 @@ def write_onnx(hub, out_dir: str, sentences, pooling=None, head: str = "represen
                      op_types_to_quantize=["MatMul", "Gemm"])
     sentences = list(sentences) + (list(probes(st.tokenizer, out_dir)) if probes else [])
     ours = hub.embed(sentences, pooling=pooling, head=head, normalize=normalize)
-    # the graph starts at the ids: a default prompt of the model is text its user prepends, as encode() does
-    prompt = st.prompts.get(st.default_prompt_name, "") if getattr(st, "default_prompt_name", None) else ""
     theirs = encode(session(fp32), tokenizer_of(st), [prompt + s for s in sentences])
     diff = float(np.abs(ours - theirs).max()) if len(sentences) else 0.0
     if not diff <= tolerance:  # written so that NaN fails too

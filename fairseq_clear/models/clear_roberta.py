@@ -36,6 +36,7 @@ from omegaconf import OmegaConf
 
 from .. import paper_defaults
 from ..vocabulary import APPENDED_SYMBOLS
+from .dense import SentenceDense, parse as parse_dense
 from .errors import DictionarySizeError  # noqa: F401  (re-exported)
 from .pooling import (  # noqa: F401  (re-exported)
     HEAD_CHOICES, POOLING_CHOICES, PRETRAINED_KINDS, SIMILARITY_FUNCTIONS, check_head_name, own_pooling, pool)
@@ -248,6 +249,20 @@ class ClearRobertaModel(RobertaModel):
             "(default: none)",
         )
         parser.add_argument(
+            "--sentence-exclude-prompt",
+            action="store_true",
+            help="the default prompt's tokens are left out of the pooling (sentence-transformers' Pooling "
+            "include_prompt false, recorded by clear-import-hf): embed(), clear-embed, clear-eval-sts and "
+            "--sts-validation pool the sentence alone; clear-export-hf writes include_prompt false",
+        )
+        parser.add_argument(
+            "--sentence-dense",
+            help="the starting model's sentence-transformers Dense modules (recorded by clear-import-hf), one "
+            "word: OUT:ACTIVATION[:nobias] per layer, comma-separated (e.g. 768:tanh): applied after the pooling, "
+            "before CLSR's e, the projection head and Normalize, and trained with the encoder; clear-export-hf "
+            "writes them back (default: none)",
+        )
+        parser.add_argument(
             "--layernorm-eps",
             type=float,
             help="epsilon of every layer norm (default: 1e-5, fairseq's and RoBERTa's; BERT uses "
@@ -264,6 +279,11 @@ class ClearRobertaModel(RobertaModel):
     def __init__(self, args, encoder, contrastive: bool = False):
         super().__init__(args, encoder)
         dim = args.encoder_embed_dim
+        # sentence-transformers' Dense modules (an import's): part of the sentence vector, before e and g
+        self.sentence_dense = None
+        if args.sentence_dense:
+            self.sentence_dense = SentenceDense(dim, parse_dense(args.sentence_dense))
+            dim = self.sentence_dense.out_features
         self.sentence_mlp = None
         if args.sentence_mlp_hidden_dim > 0:
             self.sentence_mlp = SentenceMLP(
@@ -306,6 +326,11 @@ class ClearRobertaModel(RobertaModel):
             raise ValueError(f"--projection-layers must be >= 0, got {args.projection_layers}")
         if args.sentence_mlm_layers not in (0, 1, 2):
             raise SentenceDecoderError(f"--sentence-mlm-layers must be 0, 1 or 2, got {args.sentence_mlm_layers}")
+        dense = parse_dense(args.sentence_dense)  # a bad word is one line, before anything is built
+        if args.sentence_mlm_layers and dense and dense[-1].out_features != args.encoder_embed_dim:
+            raise SentenceDecoderError(f"--sentence-mlm-layers puts the sentence vector in place of a token "
+                                       f"embedding: --sentence-dense {args.sentence_dense} must end in "
+                                       f"--encoder-embed-dim {args.encoder_embed_dim}")
         if args.sentence_mlm_layers and (args.sentence_mlp_dim or args.encoder_embed_dim) != args.encoder_embed_dim:
             raise SentenceDecoderError(f"--sentence-mlm-layers puts the sentence vector in place of a token "
                                        f"embedding: --sentence-mlp-dim {args.sentence_mlp_dim} must be "
@@ -358,6 +383,8 @@ class ClearRobertaModel(RobertaModel):
         x = pool(features, padding_mask, pooling or self.args.sentence_pooling)
         if head == "pooled":
             return x
+        if self.sentence_dense is not None:
+            x = self.sentence_dense(x)
         if self.sentence_mlp is not None:
             x = self.sentence_mlp(x.type_as(self.sentence_mlp.fc1.weight))
         if head == "projection":
@@ -375,6 +402,8 @@ class ClearRobertaModel(RobertaModel):
         dim = self.args.encoder_embed_dim
         if head == "pooled":
             return dim
+        if self.sentence_dense is not None:
+            dim = self.sentence_dense.out_features
         if self.sentence_mlp is not None:
             dim = self.sentence_mlp.fc2.out_features
         if head == "projection":
@@ -475,6 +504,7 @@ class ClearRobertaModel(RobertaModel):
         keep_encoder_layers(self.args, state_dict, prefix)
         check_encoder_shapes(self, state_dict, prefix)
         reconcile_dictionary_rows(self.encoder.dictionary, state_dict, prefix)
+        check_dense_shapes(self, state_dict, prefix)
         for module_name in ("projection_head", "sentence_mlp", "sentence_decoder"):
             module = getattr(self, module_name)
             key_prefix = prefix + module_name + "."
@@ -641,6 +671,19 @@ def check_encoder_shapes(model, state_dict, prefix=""):
         )
 
 
+def check_dense_shapes(model, state_dict, prefix=""):
+    """The checkpoint's Dense layers are the model's (--sentence-dense): they are the sentence vector's
+    meaning, never restarted from their initialisation nor dropped like a head."""
+    key_prefix = prefix + "sentence_dense."
+    saved = {k[len(key_prefix):]: tuple(v.shape) for k, v in state_dict.items() if k.startswith(key_prefix)}
+    own = {} if model.sentence_dense is None else {k: tuple(v.shape) for k, v in model.sentence_dense.state_dict().items()}
+    if saved != own:
+        raise EncoderShapeError(
+            f"the checkpoint's Dense layers ({', '.join(f'{k}{v}' for k, v in sorted(saved.items()))}) are not "
+            f"those --sentence-dense {model.args.sentence_dense or '(none)'} builds: pass the checkpoint's "
+            "--sentence-dense (clear-import-hf writes it to OUT_DIR/fairseq_args.txt)")
+
+
 def base_clear_architecture(args):
     # sentence_pooling, projection_layers and projection_output_activation_fn stay None
     # when not given: the task's build_model fills them with its paper's values
@@ -661,6 +704,8 @@ def base_clear_architecture(args):
     args.sentence_lowercase = bool(safe_getattr(args, "sentence_lowercase", False))
     args.sentence_similarity = safe_getattr(args, "sentence_similarity", None)
     args.sentence_prompts = safe_getattr(args, "sentence_prompts", None)
+    args.sentence_dense = safe_getattr(args, "sentence_dense", None)
+    args.sentence_exclude_prompt = bool(safe_getattr(args, "sentence_exclude_prompt", False))
     args.sentence_mlm_layers = safe_getattr(args, "sentence_mlm_layers", None) or 0
     base_architecture(args)
 

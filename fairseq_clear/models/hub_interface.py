@@ -32,6 +32,7 @@ from .inference import (
     embed_tokens,
     encode_sentences,
     output_dim,
+    pooling_skip,
     read_prompts_word,
     sentence_input,
 )
@@ -246,7 +247,7 @@ class ClearHubInterface(RobertaHubInterface):
         with autocast:
             vectors = embed_tokens(
                 self.model, tokens, (pooling,), head=head, batch_size=batch_size,
-                show_progress=show_progress,
+                show_progress=show_progress, skip=pooling_skip(self.tokenizer, self.model),
             )[pooling]
         if truncate_dim is not None:
             vectors = vectors[:, :truncate_dim]

@@ -109,6 +109,26 @@ def encode_sentences(encoder: DictionaryEncoder, model, sentences: Sequence[str]
     return encoder.encode_counted(settings.texts(sentences), max_positions=settings.max_length)
 
 
+def pooling_skip(encoder: DictionaryEncoder, model) -> int:
+    """How many leading positions of every sentence the pooling leaves out: the default prompt's tokens when
+    the model pools without them (``--sentence-exclude-prompt``: sentence-transformers' ``include_prompt``
+    false), counted as ``encode()`` counts them: the prompt tokenised alone (lower-cased, cut to the
+    length as a sentence), less a trailing special token (</s>, [SEP]); <s> is among them. 0 otherwise."""
+    settings = sentence_input(model)
+    if not settings.prompt or not getattr(model.args, "sentence_exclude_prompt", False):
+        return 0
+    tokens = encoder.encode_counted(settings.texts([""]), max_positions=settings.max_length)[0][0]
+    return len(tokens) - int(len(tokens) > 0 and int(tokens[-1]) == encoder.eos)
+
+
+def vector_settings(encoder: DictionaryEncoder, model) -> dict:
+    """What changes the model's vectors besides its weights and tokenizer files, as plain data (a cache of
+    vectors keys on it): how a sentence is read (:func:`sentence_input`: the default prompt, lower-casing,
+    length), the positions the pooling leaves out (:func:`pooling_skip`) and the Dense layers."""
+    return {**sentence_input(model)._asdict(), "pooling_skip": pooling_skip(encoder, model),
+            "sentence_dense": getattr(model.args, "sentence_dense", None)}
+
+
 def check_sentences(sentences, what: str = "sentences") -> List[str]:
     """A list of str, or a TypeError naming the first offending index (None included)."""
     if isinstance(sentences, (str, bytes)) or not hasattr(sentences, "__iter__"):
@@ -164,6 +184,7 @@ def embed_tokens(
     head: str = "representation",
     batch_size: int = 64,
     show_progress: bool = False,
+    skip: int = 0,
 ) -> Dict[str, torch.Tensor]:
     """Sentence vectors for token sequences, one float32 (N, dim) CPU tensor per pooling.
 
@@ -171,7 +192,8 @@ def embed_tokens(
     (several poolings share the forward pass), and restores the input order.
     Dropout is off and no gradient is kept. A vector that is not finite (a model loaded with
     ``allow_nonfinite_weights``, an fp16 overflow) raises :class:`NonFiniteVectorsError`: no
-    NaN is ever handed on as an embedding.
+    NaN is ever handed on as an embedding. ``skip``: leading positions left out of the pooling
+    (:func:`pooling_skip`).
     """
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
@@ -180,16 +202,16 @@ def embed_tokens(
         from tqdm import tqdm
 
         batches = tqdm(batches, desc="embedding", unit="batch", total=-(-len(tokens) // batch_size))
-    return embed_batches(model, batches, len(tokens), poolings, head)
+    return embed_batches(model, batches, len(tokens), poolings, head, skip)
 
 
 def embed_batches(model, batches, n: int, poolings: Sequence[str] = ("cls",),
-                  head: str = "representation") -> Dict[str, torch.Tensor]:
+                  head: str = "representation", skip: int = 0) -> Dict[str, torch.Tensor]:
     """:func:`embed_tokens` over the ``(rows, src)`` batches of :func:`padded_batches` of ``n`` sentences."""
     dim = output_dim(model, head)  # raises for an unknown or missing head
     for p in poolings:
         check_pooling(p)
-    cls_only = set(poolings) == {"cls"}
+    cls_only = set(poolings) == {"cls"} and not skip  # without the prompt, [CLS] pooling takes the first other token
     out = {p: torch.empty(n, dim, dtype=torch.float32) for p in poolings}
     if not n:
         return out
@@ -200,6 +222,8 @@ def embed_batches(model, batches, n: int, poolings: Sequence[str] = ("cls",),
             src = src.to(device)
             features = model.sentence_features(src, cls_only=cls_only)
             padding_mask = src.eq(pad)[:, : features.size(1)]
+            if skip:  # the prompt's positions, as sentence-transformers' Pooling masks them
+                padding_mask = padding_mask | (torch.arange(padding_mask.size(1), device=device) < skip)
             for p in poolings:
                 out[p][where] = model.represent(features, padding_mask, p, head).float().cpu()
     for p, vectors in out.items():

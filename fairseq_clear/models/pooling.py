@@ -27,9 +27,17 @@ def _weighted_mean(features, keep):
     return (features * weights).sum(1) / weights.sum(1).clamp(min=1e-9)
 
 
+def _first_token(features, keep):
+    # the first pooled position: <s>, or the first after a prompt left out (sentence-transformers' argmax)
+    first = keep.squeeze(-1).argmax(1)
+    return features[torch.arange(features.size(0), device=features.device), first]
+
+
 def _last_token(features, keep):
-    last = keep.squeeze(-1).sum(1).long().clamp(min=1) - 1  # right-padded: </s>
-    return features[torch.arange(features.size(0), device=features.device), last]
+    # the last pooled position (right-padded: </s>); none pooled gives zeros, as sentence-transformers
+    held, back = keep.squeeze(-1).flip(1).max(1)
+    last = features.size(1) - 1 - back
+    return features[torch.arange(features.size(0), device=features.device), last] * held.unsqueeze(-1)
 
 
 class PoolingMode(NamedTuple):
@@ -44,7 +52,7 @@ class PoolingMode(NamedTuple):
 
 #: the one table of poolings: the model, embed(), the import, the export and the model card read it
 POOLINGS = {
-    "cls": PoolingMode("cls", lambda features, keep: features[:, 0], "hidden[:, 0]  # [CLS] / <s>"),
+    "cls": PoolingMode("cls", _first_token, "hidden[:, 0]  # [CLS] / <s>"),
     "mean": PoolingMode("mean", _mean, "(hidden * mask).sum(1) / mask.sum(1)"),
     "max": PoolingMode("max", _max, "hidden.masked_fill(mask == 0, float('-inf')).max(dim=1).values"),
     "mean_sqrt_len_tokens": PoolingMode("mean_sqrt_len_tokens",
@@ -87,6 +95,8 @@ def pool(features: torch.Tensor, padding_mask: torch.Tensor, pooling: str) -> to
 
     ``cls`` takes the ``<s>`` position; the others pool over every non-padding position, ``<s>``
     and ``</s>`` included, as sentence-transformers does (so exported models give the same vectors).
+    Positions marked in ``padding_mask`` are left out, a prompt's too (``models.inference.pooling_skip``):
+    ``cls`` then takes the first position pooled, as sentence-transformers does.
     """
     check_pooling(pooling)
     return POOLINGS[pooling].fn(features, (~padding_mask).unsqueeze(-1).type_as(features))

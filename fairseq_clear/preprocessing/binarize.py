@@ -167,6 +167,18 @@ def _listdir(d):
         return []
 
 
+def _blocks(path: str, dtype, offset: int, count: int, block: int = 1 << 22):
+    """``count`` values of ``dtype`` from byte ``offset`` of ``path``, a block at a time."""
+    with open(path, "rb") as f:
+        f.seek(offset)
+        while count > 0:
+            values = np.fromfile(f, dtype=dtype, count=min(block, count))
+            if not len(values):
+                raise PrepareError(f"'{path}' is shorter than its index says")
+            count -= len(values)
+            yield values
+
+
 def check_binarized(destdir: str, split: str, expected_lines: int, expected_tokens: int,
                     expected_unk: int) -> Dict:
     """Read ``split`` back with fairseq and compare with the encoder's counts.
@@ -176,17 +188,19 @@ def check_binarized(destdir: str, split: str, expected_lines: int, expected_toke
     from fairseq.data.indexed_dataset import MMapIndexedDataset
 
     prefix = os.path.join(destdir, split)
-    ds = MMapIndexedDataset(prefix)
-    sizes = np.asarray(ds.sizes, dtype=np.int64)
-    lines = len(sizes)
-    tokens = int(sizes.sum()) - lines  # without the </s> of each line
-    empty = int((sizes == 1).sum())
-    # count <unk> over the flat token buffer in blocks (constant memory)
-    data = np.memmap(prefix + ".bin", dtype=ds._index.dtype, mode="r")
-    unk = 0
-    for start in range(0, len(data), 1 << 24):
-        unk += int(np.count_nonzero(data[start:start + (1 << 24)] == UNK_INDEX))
-    del data, ds
+    ds = MMapIndexedDataset(prefix)  # fairseq's reader: checks the header
+    lines, dtype = len(ds), ds._index.dtype
+    del ds
+    # the sizes and tokens in blocks of plain reads (constant memory: a mapping of the files would
+    # keep every page read resident, gigabytes for a large corpus); the sizes follow the index's
+    # header as its writer writes it (magic, version, dtype code, line count)
+    header = len(MMapIndexedDataset.Index._HDR_MAGIC) + 8 + 1 + 8
+    tokens = empty = unk = 0
+    for block in _blocks(prefix + ".idx", np.int32, header, lines):
+        tokens += int(block.sum(dtype=np.int64)) - len(block)  # without the </s> of each line
+        empty += int((block == 1).sum())
+    for block in _blocks(prefix + ".bin", dtype, 0, os.path.getsize(prefix + ".bin") // np.dtype(dtype).itemsize):
+        unk += int(np.count_nonzero(block == UNK_INDEX))
     problems = []
     if lines != expected_lines:
         problems.append(f"{lines} lines, expected {expected_lines}")

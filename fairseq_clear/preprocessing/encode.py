@@ -9,6 +9,7 @@ The counts in ``dict.txt`` are the pieces' frequencies in the training split
 (used by ``--freq-weighted-replacement``).
 """
 
+import itertools
 import logging
 import os
 import random
@@ -123,7 +124,8 @@ _WORKER: Dict = {}
 
 
 def tokenizer_vocabulary(source: str, dict_path: Optional[str] = None):
-    """(encode text -> ids, symbol written for each id, word-start mask, ids written as <unk>).
+    """(encode text -> ids, symbol written for each id, word-start mask, ids written as <unk>,
+    encode a list of texts -> their ids in one call, the tokenizer's own loop).
 
     ``source``: a sentencepiece model (clear-prepare's own), or a directory with a
     model's tokenizer and dict.txt (``--tokenizer-from``); there, ids whose symbol
@@ -139,7 +141,8 @@ def tokenizer_vocabulary(source: str, dict_path: Optional[str] = None):
         pieces[sp.unk_id()] = "<unk>"
         is_start = np.array([p.startswith(WORD_START) for p in pieces], dtype=bool)
         is_start[sp.unk_id()] = True
-        return sp.encode, pieces, is_start, [sp.unk_id()]
+        # one thread: the workers are the parallelism (and their rate, the rate per worker)
+        return sp.encode, pieces, is_start, [sp.unk_id()], lambda texts: sp.encode(texts, num_threads=1)
     from .. import vocabulary
     from ..data.binarized_checks import load_dictionary
 
@@ -155,13 +158,13 @@ def tokenizer_vocabulary(source: str, dict_path: Optional[str] = None):
     is_start = np.array([tok.is_word_start(s) for s in tok.symbols()] + [True], dtype=bool)
     pieces.append("<unk>")
     return (lambda text: tok.encode_ids([text])[0]), pieces, is_start, \
-        [i for i, p in enumerate(pieces) if p == "<unk>"]
+        [i for i, p in enumerate(pieces) if p == "<unk>"], tok.encode_ids
 
 
 def _init_worker(source: str, max_body: int, long_mode: str, unk_token: str):
-    encode, pieces, is_start, unk_ids = tokenizer_vocabulary(source)
+    encode, pieces, is_start, unk_ids, encode_batch = tokenizer_vocabulary(source)
     _WORKER.clear()
-    _WORKER.update(encode=encode, pieces=pieces, is_start=is_start, unk=unk_ids[-1],
+    _WORKER.update(encode=encode, encode_batch=encode_batch, pieces=pieces, is_start=is_start, unk=unk_ids[-1],
                    unk_ids=np.asarray(unk_ids, dtype=np.int64), n=len(pieces),
                    max_body=max_body, long_mode=long_mode, unk_token=unk_token)
 
@@ -181,12 +184,13 @@ def _segments(text: str):
     yield text[pos:], False
 
 
-def encode_text(text: str, stats: Dict, limit: Optional[int] = None) -> List[int]:
+def encode_text(text: str, stats: Dict, limit: Optional[int] = None, encode=None) -> List[int]:
     """sentencepiece ids of ``text``; ``unk_token`` occurrences become the unknown id.
 
-    With ``limit``, encoding stops once ``limit`` ids are known (truncation)."""
+    With ``limit``, encoding stops once ``limit`` ids are known (truncation). ``encode``: the ids of
+    each part in turn, where they are known already (the tokenizer's, else)."""
     w = _WORKER
-    encode, unk_token = w["encode"], w["unk_token"]
+    encode, unk_token = encode or w["encode"], w["unk_token"]
     parts = text.split(unk_token) if unk_token and unk_token in text else [text]
     ids: List[int] = []
     for k, part in enumerate(parts):
@@ -234,17 +238,45 @@ def encode_lines(block: bytes):
     all_ids = []
     max_body = w["max_body"]
     truncate = w["long_mode"] == "truncate"
-    for line in split_block_lines(block):
-        if not line:
+    texts = [line.decode("utf-8") for line in split_block_lines(block)]
+    # what encode_text would encode, part by part, goes to the tokenizer as one batch (its loop, not
+    # Python's): the lines of one part, their ids views of one array; the parts around unk_token
+    # markers, given back to encode_text in turn. Lines longer than a segment are encode_text's.
+    unk_token = w["unk_token"]
+    batchable, parts = [], []  # (line, its parts in the batch, the line is its one part)
+    for k, text in enumerate(texts):
+        pieces = text.split(unk_token) if unk_token and unk_token in text else [text]
+        if any(len(p) > ENCODE_SEGMENT_CHARS for p in pieces):
+            continue
+        pieces = [p for p in pieces if p.strip()]
+        batchable.append((k, len(pieces), len(pieces) == 1 and pieces[0] is text))
+        parts.extend(pieces)
+    batch = w["encode_batch"](parts) if parts else []
+    lengths = np.fromiter((len(ids) for ids in batch), dtype=np.int64, count=len(batch))
+    flat = np.fromiter(itertools.chain.from_iterable(batch), dtype=np.int64, count=int(lengths.sum()))
+    ends = np.cumsum(lengths).tolist()
+    whole, in_parts, pos = {}, {}, 0
+    for k, n, alone in batchable:
+        if alone:
+            whole[k] = flat[ends[pos] - len(batch[pos]):ends[pos]]
+        else:
+            in_parts[k] = batch[pos:pos + n]
+        pos += n
+    for k, text in enumerate(texts):
+        if not text:
             events.append(BREAK)
             continue
         stats["sentences_in"] += 1
-        ids = encode_text(line.decode("utf-8"), stats, limit=max_body if truncate else None)
-        if not ids:
+        arr = whole.get(k)
+        if arr is None:
+            known = iter(in_parts[k]) if k in in_parts else None
+            arr = np.asarray(encode_text(text, stats, limit=max_body if truncate else None,
+                                         encode=None if known is None else lambda part: next(known)),
+                             dtype=np.int64)
+        if not len(arr):
             stats["empty_after_encoding"] += 1
             events.append([])
             continue
-        arr = np.asarray(ids, dtype=np.int64)
         if len(arr) > max_body:
             if truncate:
                 stats["long_sentences_truncated"] += 1
@@ -331,6 +363,30 @@ def encode_into(sink, worker, init, sent_path: str, model_path: str, max_body: i
     totals["mb_per_s"] = round(size / 1e6 / seconds, 3)
     totals["mb_per_s_per_worker"] = round(size / 1e6 / seconds / max(1, workers), 3)
     return totals, counts
+
+
+# ---- rows of text (labelled pairs, multitask rows) -------------------------------------
+
+_TEXTS: Dict = {}
+
+
+def _init_texts(source: str, dict_path: Optional[str]):
+    _TEXTS["encode"] = tokenizer_vocabulary(source, dict_path)[4]
+
+
+def _encode_texts(texts: List[str]) -> List[List[int]]:
+    return [list(ids) for ids in _TEXTS["encode"](texts)]
+
+
+def encode_texts(source: str, dict_path: Optional[str], texts: List[str], workers: int,
+                 chunk: int = 2000) -> List[List[int]]:
+    """The tokenizer ids of each of ``texts`` (:func:`tokenizer_vocabulary`'s encoder), in
+    ``workers`` processes, in order: the columns of clear-prepare-pairs and clear-prepare-multitask."""
+    out: List[List[int]] = []
+    chunks = (texts[i:i + chunk] for i in range(0, len(texts), chunk))
+    for ids in ordered_parallel_map(_encode_texts, chunks, workers, _init_texts, (source, dict_path)):
+        out.extend(ids)
+    return out
 
 
 # ---- dictionary ----------------------------------------------------------------------

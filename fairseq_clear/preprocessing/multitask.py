@@ -181,11 +181,14 @@ def read_task(args, task: str) -> Dict[str, Tuple[List[Row], Dict[str, int], int
     return splits
 
 
-def write_task(work: str, task: str, splits, encode_ids, pieces, dict_path: str) -> Dict:
-    """Encode and binarize ``task``'s rows into ``work/task``; returns its splits' report."""
+def write_task(work: str, task: str, splits, encode_texts, pieces, dict_path: str) -> Dict:
+    """Encode (``encode_texts``: texts → their ids) and binarize ``task``'s rows into ``work/task``;
+    returns its splits' report."""
     encoded_splits, report = {}, {}
     for split, (rows, skipped, read) in splits.items():
-        encoded = [[encode_ids(text[k]) for text, _ in rows] for k in range(len(rows[0][0]) if rows else 0)]
+        n = len(rows[0][0]) if rows else 0
+        flat = encode_texts([text[k] for k in range(n) for text, _ in rows])  # every column in one pass
+        encoded = [flat[k * len(rows):(k + 1) * len(rows)] for k in range(n)]
         keep = [all(len(col[i]) for col in encoded) for i in range(len(rows))]
         if keep.count(False):
             skipped["empty after tokenisation"] = keep.count(False)
@@ -230,11 +233,15 @@ def prepare(args) -> Dict:
     check_output_dir(args.out, writer=WRITER)
     fmt = "glue" if args.glue_dir else "cs224n"
     data = {task: read_task(args, task) for task in TASKS if task in args.tasks}
-    encode_ids, pieces = encode_mod.tokenizer_vocabulary(args.tokenizer_from, dict_path)[:2]
+    pieces = encode_mod.tokenizer_vocabulary(args.tokenizer_from, dict_path)[1]
+
+    def encode_texts(texts):
+        return encode_mod.encode_texts(args.tokenizer_from, dict_path, texts, getattr(args, "workers", 1))
+
     summary = {"source": os.path.abspath(source), "format": fmt, "tokenizer": tokenizer.describe(), "tasks": {}}
     with staged_output(args.out, writer=WRITER) as work:
         for task, splits in data.items():
-            entry = {"splits": write_task(work, task, splits, encode_ids, pieces, dict_path)}
+            entry = {"splits": write_task(work, task, splits, encode_texts, pieces, dict_path)}
             if task == "sentiment":
                 entry["num_classes"] = SENTIMENT_CLASSES[fmt]  # the source's classes, whichever occur
             if task == "paraphrase" and args.glue_dir:

@@ -460,11 +460,14 @@ def prepare(args) -> Dict:
     with staged_output(args.out, writer=WRITER, remove_unwritten=True) as out:
         raw_dir = os.path.join(out, "raw")
         os.makedirs(raw_dir)
-        encode_ids, pieces = encode_mod.tokenizer_vocabulary(
-            args.sentencepiece_model or args.data, dict_path)[:2]
+        source = args.sentencepiece_model or args.data
+        pieces = encode_mod.tokenizer_vocabulary(source, dict_path)[1]
         ids = {c: {} for c in columns}
         for split, triples in assembled.items():
-            encoded = [[encode_ids(row[k]) for row in triples] for k in range(len(columns))]
+            # every column of the split in one pass of --workers processes
+            flat = encode_mod.encode_texts(source, dict_path, [row[k] for k in range(len(columns)) for row in triples],
+                                           getattr(args, "workers", 1))
+            encoded = [flat[k * len(triples):(k + 1) * len(triples)] for k in range(len(columns))]
             # a row whose sentence normalises to nothing (e.g. only zero-width characters)
             # would become an empty line and shift the columns against each other
             keep = [all(len(col[i]) for col in encoded) for i in range(len(triples))]

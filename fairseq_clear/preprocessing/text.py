@@ -243,13 +243,39 @@ def cut_text(text: str, max_chars: int) -> List[str]:
     return [p.strip() for p in pieces if p.strip()]
 
 
+#: Punkt's candidate sentence ends (``PunktLanguageVars.sent_end_chars``): a text without any is
+#: one sentence, its stripped self, without running Punkt (tests/reliability/test_prepare_at_scale.py)
+SENT_END_CHARS = re.compile(r"[.?!]")
+#: decisions of :meth:`_MemoPunkt.text_contains_sentbreak` kept per worker (then forgotten, all at once)
+PUNKT_MEMO_SIZE = 1 << 16  # some 10 MB of short strings
+
+
+def _memo_punkt(params):
+    """nltk's ``PunktSentenceTokenizer`` whose decision on each candidate's context (the few words
+    around a '.', '?' or '!': ``text_contains_sentbreak``, most of Punkt's time) is remembered: it
+    depends on that text and the parameters only, and contexts recur (WikiText's " . The" above
+    all), so the sentences are Punkt's exactly, with fewer of its decisions made."""
+    from nltk.tokenize.punkt import PunktSentenceTokenizer
+
+    class _MemoPunkt(PunktSentenceTokenizer):
+        def text_contains_sentbreak(self, text: str) -> bool:
+            found = self.memo.get(text)
+            if found is None:
+                if len(self.memo) >= PUNKT_MEMO_SIZE:
+                    self.memo.clear()
+                found = self.memo[text] = super().text_contains_sentbreak(text)
+            return found
+
+    tokenizer = _MemoPunkt(params)
+    tokenizer.memo = {}
+    return tokenizer
+
+
 class SentenceSplitter:
     """Punkt with a guard for very long paragraphs (see :data:`PUNKT_MAX_CHARS`)."""
 
     def __init__(self, params_json: Dict):
-        from nltk.tokenize.punkt import PunktSentenceTokenizer
-
-        self.tokenizer = PunktSentenceTokenizer(punkt_params_from_json(params_json))
+        self.tokenizer = _memo_punkt(punkt_params_from_json(params_json))
 
     def split(self, text: str, report: LineReport) -> List[str]:
         if len(text) > PUNKT_MAX_CHARS:
@@ -259,6 +285,9 @@ class SentenceSplitter:
             segments = [text]
         out = []
         for seg in segments:
+            if not SENT_END_CHARS.search(seg):  # what Punkt returns for it: one sentence
+                out.extend([seg.strip()] if seg.strip() else [])
+                continue
             try:
                 sents = self.tokenizer.tokenize(seg)
             except TimeoutError:

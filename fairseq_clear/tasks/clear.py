@@ -217,6 +217,20 @@ class ClearTask(ContrastiveTask):
                 )
         return self._augment
 
+    def view_augmentations(self):
+        """The two views' augmentations: :meth:`build_augmentation`'s for both, or with word-rep and
+        --word-rep-views positive (ESimCSE), the same composition without word-rep for the anchor."""
+        second = self.build_augmentation()
+        if aug.WORD_REP not in self.augmentation_names or str(self.cfg.word_rep_views) != "positive":
+            return second
+        params, index = augmentation_params(self.cfg), getattr(self, "synonym_index", None)
+        if self.cfg.augmentation_mix:
+            mixture = [(",".join(aug.without_word_rep(aug.parse_augmentations(c))), p)
+                       for c, p in aug.parse_mixture(self.cfg.augmentation_mix)]
+            return aug.build_mixture(mixture, params, self.del_idx, index), second
+        return aug.build_augmentation(aug.without_word_rep(self.augmentation_names), params, self.del_idx,
+                                      index), second
+
     def log_synonym_coverage(self, sentences, sample_size: int = 10000):
         """Log the share of words that have a synonym (paper: ~40% of tokens), on a sample."""
         self.build_augmentation()
@@ -299,7 +313,7 @@ class ClearTask(ContrastiveTask):
                 self.log_augmentation_shares(sentences)
             defn["contrastive"] = ContrastiveViewsDataset(
                 sentences,
-                self.build_augmentation(),
+                self.view_augmentations(),
                 seed=self.cfg.seed,
                 max_body_len=self.cfg.tokens_per_sample - 2,
                 bos=self.source_dictionary.bos(),

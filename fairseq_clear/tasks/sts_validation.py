@@ -34,6 +34,7 @@ from ..models.inference import (
     embed_batches,
     encode_sentences,
     padded_batches,
+    pooling_skip,
     sentence_input,
 )
 from ..vocabulary import DictionaryEncoder
@@ -111,7 +112,8 @@ class StsValidator:
         start = time.time()
         pooling = self.pooling or model.args.sentence_pooling
         try:
-            vectors = embed_batches(model, self.batches(model), len(self.sentences), (pooling,))[pooling]
+            vectors = embed_batches(model, self.batches(model), len(self.sentences), (pooling,),
+                                    skip=pooling_skip(self.tokenizer, model))[pooling]
         except NonFiniteVectorsError as e:
             # the worst Spearman there is: a broken model is never kept as the best checkpoint
             logger.error("STS-B dev (%s pooling): %s; scored %.0f", pooling, e, WORST_SCORE)

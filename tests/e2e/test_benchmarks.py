@@ -447,3 +447,57 @@ def test_negatives_quality_benchmark_reads_sizes_counts_and_summarises(monkeypat
                     argparse.Namespace(out=str(only), seeds=[1, 2]))
     assert only.with_suffix(".png").stat().st_size > 0
     assert out.with_suffix(".png").stat().st_size > 0
+
+
+def _quality_run(variant, seed, cls, mean, seconds=10.0):
+    """One run as bench_quality.run_variant returns it (the fields summarize() reads)."""
+    tables = {p: {"STS-B": v, "SICK-R": v, "Avg": v} for p, v in (("cls", cls), ("mean", mean))}
+    return {"variant": variant, "seed": seed, "tag": "equal-updates", "updates": 200, "train_seconds": seconds,
+            "sts": {p: {"avg": t["Avg"], "table": t} for p, t in tables.items()}, "glue": {}, "final": {}}
+
+
+@pytest.mark.bench_smoke
+def test_beyond_clear_quality_rows_add_one_option_and_its_table_replaces_only_its_block(monkeypatch, tmp_path):
+    """bench_beyond_clear_quality.py: each row is bench_quality's SimCSE-unsup or best CLEAR row plus its
+    option(s) alone; the generated table says which goal is met and replaces its own block of the write-up."""
+    bench = bench_module("bench_beyond_clear_quality", monkeypatch, tmp_path)
+    rows = bench.variants(tmp_path / "syn.json", 32)
+    simcse, clear = rows["SimCSE-unsup"][1], rows["MLM+del-span+reorder"][1]
+    assert simcse[simcse.index("--augmentations") + 1] == "none"
+    esim = rows["ESimCSE (word-rep + queue)"][1]
+    assert esim[esim.index("--augmentations") + 1] == "word-rep" and len(esim) == len(simcse) + 6
+    assert esim[-4:] == ["--queue-size", "80", "--queue-momentum", "0.995"]
+    assert rows["SimCSE-unsup + queue"][1] == simcse + esim[-4:]
+    assert rows["MLM+del-span+reorder + sentence-MLM"][1][:len(clear)] == clear
+    runs = [_quality_run(n, s, 40.0, base + s, seconds)
+            for n, base, seconds in (("SimCSE-unsup", 50.0, 10.0), ("ESimCSE (word-rep + queue)", 52.0, 15.0))
+            for s in (1, 2, 3)]
+    table = bench.bench_quality.summarize(runs, {n: "simcse" for n in rows})
+    goals = {f"{a} vs {b}": bench.bench_quality.compare(table[a], table[b], g)
+             for a, b, g in bench.COMPARISONS if a in table and b in table}
+    result = {"table": table, "goals": goals, "commands": ["python x.py"], "machine": {"date": "today"},
+              "loadavg_before": [1.0], "settings": {"seeds": [1, 2, 3], "updates": 200, "batch_size": 32}}
+    text = bench.markdown(result)
+    assert "| ESimCSE (word-rep + queue) | 3 | 40.00 ± 0.00 | 54.00 ± 1.00 | 15 |" in text
+    assert "| +2.00 | +1 | False | not met |" in text  # +2 but the seeds' spreads overlap
+    page = tmp_path / "12.md"
+    page.write_text("## 12. heading\n\nprose\n", encoding="utf-8")
+    bench.write_markdown(text, page)
+    bench.write_markdown(text.replace("54.00", "55.00"), page)
+    written = page.read_text(encoding="utf-8")
+    assert written.startswith("## 12. heading\n\nprose\n") and written.count(f"{bench.MARK}: begin") == 1
+    assert "55.00" in written and "54.00 ±" not in written
+
+
+@pytest.mark.bench_smoke
+def test_distill_student_table_judges_the_goal_on_the_distilled_student(monkeypatch, tmp_path):
+    bench = bench_module("bench_distill_student", monkeypatch, tmp_path)
+    row = lambda sts, rate, speedup, layers=2: {"layers": layers, "sts": sts, "sts_b": sts + 1,  # noqa: E731
+                                                "sentences_per_s": rate, "speedup": speedup}
+    result = {"command": "python x.py", "machine": {"date": "today"}, "loadavg_before": [1.0], "speed_sentences": 10,
+              "settings": {"seed": 1, "updates": 150, "repeats": 3}, "train_minutes": {"distilled": 9.0, "simcse": 5.0},
+              "rows": {"teacher": row(78.9, 100.0, 1.0, 6), "student, distilled": row(74.0, 290.0, 2.9)},
+              "goal": {"sts": 74.0, "speedup": 2.9, "met": False}}
+    text = bench.markdown(result)
+    assert "| student, distilled | 2 | 74.00 | 75.00 | 290 | 2.90 |" in text
+    assert "74.00 at 2.90x -> not met." in text and text.endswith(f"<!-- {bench.MARK}: end -->")

@@ -86,13 +86,42 @@ def test_distillation_without_a_teacher_is_refused_at_start_up(built, changes, m
         ch.criterion(built, **changes)
 
 
-def test_an_mse_between_vectors_of_different_sizes_is_refused_at_start_up(tiny_data, plain_checkpoint):
+@pytest.fixture(scope="module")
+def smaller(tiny_data):
+    """A student whose contrastive vectors (32) are smaller than the guide's (128)."""
+    return ch.build(tiny_data, "--mlm", "off", "--projection-dim", "32")
+
+
+def test_an_mse_between_vectors_of_different_sizes_is_refused_at_start_up(smaller, plain_checkpoint):
+    """... when the user asks for no projection (--distill-mse-projection none)."""
     from fairseq_clear.criterions.clear import ClearCriterionError
 
-    built = ch.build(tiny_data, "--mlm", "off", "--projection-dim", "32")
     with pytest.raises(ClearCriterionError, match="--distill-mse-weight compares the 32-dimensional contrastive"):
-        ch.criterion(built, guide_model=str(plain_checkpoint.parent), guide_checkpoint=plain_checkpoint.name,
-                     distill_mse_weight=1.0)
+        ch.criterion(smaller, guide_model=str(plain_checkpoint.parent), guide_checkpoint=plain_checkpoint.name,
+                     distill_mse_weight=1.0, distill_mse_projection="none")
+
+
+def test_an_mse_between_vectors_of_different_sizes_goes_through_a_learned_projection(smaller, plain_checkpoint):
+    """EmbedDistill's linear map of the student's 32-dimensional vectors to the guide's 128: the term equals
+    a hand computation through it, the map and the model are trained, the guide is not, and the map is
+    part of the criterion's state (saved in fairseq's checkpoints)."""
+    task, model, _ = smaller
+    criterion = ch.criterion(smaller, guide_model=str(plain_checkpoint.parent), guide_checkpoint=plain_checkpoint.name,
+                             distill_mse_weight=0.5, no_guide_filter=True)
+    projection = criterion.distill_projection
+    assert tuple(projection.weight.shape) == (128, 32)
+    assert {"distill_projection.weight", "distill_projection.bias"} <= set(criterion.state_dict())
+    sample = ch.batch(task, range(6))
+    model.zero_grad(set_to_none=True)
+    logs, z = ch.forward(criterion, model, sample, seed=5)
+    g = criterion.guide.vectors(sample["contrastive"]["src_tokens"]).double()
+    w, b = projection.weight.detach().double(), projection.bias.detach().double()
+    mse = sum(float(((w @ z[i].double() + b - g[i]) ** 2).mean()) for i in range(12))  # nt-xent: 12 anchors
+    assert logs["kd_mse"].item() == pytest.approx(mse, rel=1e-4)
+    assert logs["loss"].item() == pytest.approx(logs["cl_loss"].item() + 0.5 * mse, rel=1e-4)
+    assert projection.weight.grad is not None and projection.weight.grad.abs().sum() > 0
+    assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in model.parameters())
+    assert all(p.grad is None and not p.requires_grad for p in criterion.guide.model.parameters())
 
 
 def test_with_a_queue_the_lists_hold_the_queued_rows_as_the_guide_scored_them(built, plain_checkpoint):

@@ -118,7 +118,8 @@ def test_cls_and_mean_pooling_are_read(hf, tmp_path, mode, style):
 
 @pytest.mark.parametrize("style", sorted(ST_TYPES))
 def test_dense_module_is_refused(hf, tmp_path, no_conversion, style):
-    """LaBSE-style: Transformer, Pooling, 2_Dense, Normalize; the Dense projection would be lost."""
+    """LaBSE-style: Transformer, Pooling, 2_Dense, Normalize, with no 2_Dense/config.json: nothing says what
+    the Dense projection is (a complete one is imported: tests/reliability/test_st_dense_and_prompt.py)."""
     model = _sentence_transformers(_copy(hf["bert"], tmp_path / "labse"), ["cls"],
                                    ("2_Dense", "Dense"), ("3_Normalize", "Normalize"), style=style)
     _refused(model, tmp_path / "out", "modules.json", "2_Dense", ST_TYPES[style]["Dense"])

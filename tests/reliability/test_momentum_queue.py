@@ -1,7 +1,8 @@
 """ESimCSE's momentum queue (--queue-size, --queue-momentum): the loss with a queue equals a brute-force
 computation with the queued vectors as extra columns (float64), the criterion queues the momentum
 encoder's vectors of past positives (FIFO, duplicates masked, EMA once per update, held micro-batches
-with --accumulate-contrastive), and the queue and momentum encoder survive a save/load round trip."""
+with --accumulate-contrastive), and the queue and momentum encoder survive a save/load round trip and a
+SIGKILL of fairseq-train (the 2-rank check: test_momentum_queue_ranks.py)."""
 
 import math
 
@@ -156,25 +157,68 @@ def test_accumulated_micro_batches_push_their_positives_after_the_one_loss(setup
     assert logs["cl_anchors"] == 16 and criterion.queue.vectors.shape[0] == 8  # 6 + 4 + 4 pushed, 8 kept
 
 
+def _forked_run(args, stop=None):
+    """(output, return code, killed): ``args`` forked from the test's warm interpreter (its own process
+    group, as helpers.run_cli), sent SIGKILL at the first line where ``stop(line)`` (a pre-emption)."""
+    import os
+    import subprocess
+
+    from harness import forked
+
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+    proc = forked.popen([str(a) for a in args], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                        text=True)
+    if proc is None:
+        pytest.skip("the forked runner is off (FAIRSEQ_CLEAR_TESTS_REAL): this test kills a forked run")
+    lines, killed = [], False
+    for line in proc.stdout:
+        lines.append(line)
+        if stop is not None and not killed and stop(line):
+            proc.kill()
+            killed = True
+    proc.stdout.close()
+    return "".join(lines), proc.wait(timeout=600), killed
+
+
 def test_fairseq_train_resumes_a_run_with_a_queue_exactly(tiny_data, tmp_path):
-    """A run stopped after update 2 and resumed to 4 logs the losses of the run trained to 4 at once, and
-    ends with the same weights, queue and momentum encoder (saved in the checkpoint's criterion state)."""
-    from harness.runs import by_update, load_state, logged
-    from helpers import run_cli, train_args
+    """A run killed by SIGKILL after its checkpoint of update 2 and restarted with the same command logs
+    the losses of the run trained to 4 at once, and ends with the same weights, optimizer moments, queue
+    and momentum encoder (saved in the checkpoint's criterion state), bit for bit."""
+    import signal
 
-    def run(save, updates):
-        return run_cli(train_args(tiny_data, save, "--queue-size", "20", max_update=updates, batch_size=8)).stdout
+    from harness.runs import by_update, load_state, logged, optimizer_tensors, saved_at
+    from helpers import train_args
 
-    straight = by_update(logged(run(tmp_path / "straight", 4)))
-    run(tmp_path / "resumed", 2)
-    resumed = by_update(logged(run(tmp_path / "resumed", 4)))
+    def command(save):
+        return train_args(tiny_data, save, "--queue-size", "20", "--queue-momentum", "0.9",
+                          "--save-interval-updates", "2", max_update=4, batch_size=8)
+
+    out, rc, _ = _forked_run(command(tmp_path / "straight"))
+    assert rc == 0, out[-3000:]
+    straight = by_update(logged(out))
+    out, rc, killed = _forked_run(command(tmp_path / "resumed"), saved_at(2))
+    assert killed and rc == -signal.SIGKILL, f"not killed (rc={rc}):\n{out[-2000:]}"
+    at_kill = load_state(tmp_path / "resumed" / "checkpoint_last.pt")
+    assert at_kill["optimizer_history"][-1]["num_updates"] == 2
+    assert at_kill["criterion"]["momentum_queue.vectors"].shape[0] == 16  # two batches of 8 queued
+    out, rc, _ = _forked_run(command(tmp_path / "resumed"))
+    assert rc == 0 and "Loaded checkpoint" in out and "@ 2 updates)" in out, out[-3000:]
+    resumed = by_update(logged(out))
+    assert sorted(resumed) == [3, 4]
     for update in (3, 4):
         assert resumed[update]["loss"] == straight[update]["loss"], update
+        assert resumed[update]["gnorm"] == straight[update]["gnorm"], update
     a, b = (load_state(tmp_path / name / "checkpoint_last.pt") for name in ("straight", "resumed"))
     assert a["criterion"]["momentum_queue.vectors"].shape == (20, 128)
+    # the momentum encoder is saved, and is an average of past weights, not the model's copy
+    name = "encoder.sentence_encoder.embed_tokens.weight"
+    assert not torch.equal(a["criterion"]["momentum_queue.encoder." + name], a["model"][name])
     for part in ("model", "criterion"):
         assert a[part].keys() == b[part].keys()
         assert all(torch.equal(a[part][k], b[part][k]) for k in a[part]), part
+    moments = (optimizer_tensors(a), optimizer_tensors(b))
+    assert moments[0] and moments[0].keys() == moments[1].keys()
+    assert all(torch.equal(moments[0][k], moments[1][k]) for k in moments[0])
 
 
 def test_a_momentum_that_never_moves_is_refused_at_start_up(setup):

@@ -185,23 +185,6 @@ def test_a_prompts_word_that_clear_import_hf_did_not_write_is_refused_in_one_lin
     assert "model.pt" in str(e.value) and "--sentence-prompts" in str(e.value) and "\n" not in str(e.value)
 
 
-def test_prompts_left_out_of_the_pooling_are_refused_in_one_line(imported, tmp_path):
-    """include_prompt false (the prompt's tokens not pooled) has no counterpart here: refused, naming the file."""
-    import shutil
-
-    from fairseq_clear.export.from_hf import ImportHfError, import_hf
-
-    source = shutil.copytree(imported[0], tmp_path / "st")
-    path = source / "config_sentence_transformers.json"
-    path.write_text(json.dumps({**json.loads(path.read_text()), "prompts": PROMPTS, "default_prompt_name": "query"}))
-    pooling = source / "1_Pooling" / "config.json"
-    pooling.write_text(json.dumps({**json.loads(pooling.read_text()), "include_prompt": False}))
-    with pytest.raises(ImportHfError) as e:
-        import_hf(str(source), str(tmp_path / "out"))
-    assert "1_Pooling" in str(e.value) and "include_prompt" in str(e.value) and "\n" not in str(e.value)
-    assert not (tmp_path / "out").exists()
-
-
 def test_sts_validation_and_clear_eval_sts_read_sentences_as_embed_does(prompted, tmp_path):
     """The STS validation (and the STS_DEV start score) and clear-eval-sts --checkpoint embedded a sentence
     without the model's default prompt, lower-casing and max length: other vectors than embed()'s."""

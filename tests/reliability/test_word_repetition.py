@@ -103,3 +103,50 @@ def test_task_views_repeat_within_tokens_per_sample(tiny_data):
             assert all(np.array_equal(view[1:-1].numpy(), body) for view in pair)
         differ += len(pair[0]) != len(pair[1])
     assert full > 0 and differ > 20
+
+
+def test_the_changed_share_of_a_repeated_view_is_its_repeated_tokens():
+    """The augmentation statistics count word-rep's copies (they reported 0% for it: nothing is missing
+    from a view that only inserts), and still count deletions as before."""
+    rng = np.random.default_rng(3)
+    for _ in range(200):
+        original = rng.integers(10, 190, size=int(rng.integers(3, 40)))
+        view = aug.word_repetition(original, rng, 0.32)
+        assert aug.changed_share(original, view) == len(repeated(original, view)) / len(original)
+    deleted = np.array([10, DEL, 13, 14])
+    assert aug.changed_share(np.array([10, 11, 12, 13, 14]), deleted) == 2 / 5  # [DEL] for two tokens
+
+
+def test_the_task_logs_the_measured_share_of_word_rep(tiny_data):
+    from harness.runs import build_task
+
+    task, _ = build_task(tiny_data, "--augmentations", "word-rep", "--tokens-per-sample", "64", "--mlm", "off")
+    sentences = task.load_sentences("train")
+    share = task.log_augmentation_shares(sentences)["word-rep"]
+    bodies = [sentences[int(i)][1:-1].numpy() for i in np.linspace(0, len(sentences) - 1, 500).astype(int)]
+    # E[dup_len] / n = max(2, int(0.32 n)) / 2n per sentence: about 0.16 for long ones, more for short ones
+    expected = np.mean([max(2, int(0.32 * len(b))) / 2 / len(b) for b in bodies])
+    assert share == pytest.approx(expected, abs=0.03) and share > 0.1
+
+
+@pytest.mark.parametrize("views", ["positive", "both"])
+def test_word_rep_repeats_in_the_positive_only_as_esimcse_or_in_both_views(tiny_data, views):
+    """ESimCSE's code repeats words in the second view only (the anchor is the sentence itself):
+    --word-rep-views positive, the default; both: each view repeats its own tokens."""
+    from harness.runs import build_task
+
+    extra = [] if views == "positive" else ["--word-rep-views", "both"]
+    task, _ = build_task(tiny_data, "--augmentations", "word-rep", "--tokens-per-sample", "64", "--mlm", "off", *extra)
+    dataset, sentences = task.datasets["train"], task.load_sentences("train")
+    grown = [0, 0]
+    for index in range(100):
+        body = sentences[index][1:-1].numpy()
+        for v, view in enumerate(dataset[index]["contrastive"]):
+            grown[v] += len(repeated(body, view[1:-1].numpy())) > 0
+    assert grown[1] > 30
+    assert (grown[0] == 0) if views == "positive" else (grown[0] > 30)
+
+
+def test_an_unknown_views_value_is_refused_in_one_line():
+    with pytest.raises(aug.AugmentationConfigError, match="--word-rep-views must be one of positive, both, got 'anchor'"):
+        aug.AugmentationParams(word_rep_views="anchor").validate()

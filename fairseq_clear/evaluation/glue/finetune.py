@@ -94,8 +94,11 @@ def glue_metrics(task: str, preds, labels) -> Dict[str, float]:
 
 # ---- data ------------------------------------------------------------------------
 
-def split_task(glue_dir: str, task: str, tokenizer_source: str, out_dir: str) -> Dict[str, int]:
-    """Write OUT/SPLIT.input{0,1} (dict.txt symbols) and OUT/SPLIT.label for each split.
+def split_task(glue_dir: str, task: str, tokenizer_source: str, out_dir: str, bin_dir: str = "",
+               dict_path: str = "") -> Dict[str, int]:
+    """Write OUT/SPLIT.input{0,1} (dict.txt symbols) and OUT/SPLIT.label for each split; with
+    ``bin_dir``, also BIN/input{0,1}/ as ``fairseq-preprocess --only-source --srcdict dict_path`` of
+    those files writes them (train, valid, valid1, test, test1), from the encoder's ids directly.
 
     ``tokenizer_source``: a sentencepiece model, or a data or model directory whose
     tokenizer (sentencepiece, GPT-2 BPE, WordPiece) and dict.txt encode the text.
@@ -112,7 +115,7 @@ def split_task(glue_dir: str, task: str, tokenizer_source: str, out_dir: str) ->
         raise GlueDataError(f"tokenizer '{tokenizer_source}' does not exist")
     check_output_dir(out_dir, writer=SPLIT_WRITER, option="OUT")
     encode_ids, symbols = tokenizer_vocabulary(tokenizer_source)[:2]
-    counts = {}
+    counts, names = {}, {}  # names: (input column, train/valid/test) -> fairseq's names written
     test_splits = [d.replace("dev", "test") for d in spec.dev_splits]  # MNLI: test_matched, ...
     splits = ["train", *spec.dev_splits, *test_splits]
     task_dir = os.path.join(glue_dir, task)
@@ -128,9 +131,18 @@ def split_task(glue_dir: str, task: str, tokenizer_source: str, out_dir: str) ->
             # CoLA's test.tsv has a header although its train/dev do not
             rows = read_tsv(path, spec.header or is_test, None if is_test else spec.num_fields, needed)
             for i, col in enumerate(columns):
+                ids = [encode_ids(r[col]) for r in rows]
                 with open(os.path.join(staging, f"{split}.input{i}"), "w", encoding="utf-8") as f:
-                    for r in rows:
-                        f.write(" ".join(symbols[t] for t in encode_ids(r[col])) + "\n")
+                    for line in ids:
+                        f.write(" ".join(symbols[t] for t in line) + "\n")
+                if bin_dir:
+                    from fairseq_clear.preprocessing import direct_binarize
+
+                    # fairseq-preprocess's names: --validpref/--testpref a,b -> valid, valid1 (test, test1)
+                    kind = "train" if split == "train" else "test" if is_test else "valid"
+                    named = names.setdefault((i, kind), [])
+                    named.append(kind if not named else f"{kind}{len(named)}")
+                    direct_binarize.write_rows(dict_path, symbols, {named[-1]: ids}, os.path.join(bin_dir, f"input{i}"))
             if label_col is not None:
                 with open(os.path.join(staging, f"{split}.label"), "w", encoding="utf-8") as f:
                     for r in rows:

@@ -141,7 +141,7 @@ def hub_encoder(hub, poolings=("cls", "mean"), head="representation", batch_size
                 truncate_dims=()) -> Encoder:
     """A fairseq-clear hub, one label per pooling, one forward pass for all of them; with
     ``truncate_dims``, also ``pooling@d``: the first d dimensions (Matryoshka sizes)."""
-    from ...models.inference import embed_tokens, encode_sentences
+    from ...models.inference import embed_tokens, encode_sentences, pooling_skip
 
     def encode(sentences):
         # the model's prompt, lower-casing and length, as embed()
@@ -150,7 +150,7 @@ def hub_encoder(hub, poolings=("cls", "mean"), head="representation", batch_size
         if truncated:
             logger.warning("truncated %d sentences longer than %d positions", truncated, hub.max_length)
         vectors = embed_tokens(hub.model, tokens, list(poolings), head=head, batch_size=batch_size,
-                               show_progress=show_progress)
+                               show_progress=show_progress, skip=pooling_skip(hub.tokenizer, hub.model))
         out = {}
         for p, v in vectors.items():
             out[p] = v.numpy()

@@ -14,7 +14,12 @@ contrastive terms, normalisers exchanged across ranks) with a small stand-in mod
 A case may carry a fourth item, a dict of criterion options (``mask_duplicates``,
 ``contrastive_chunk_size``, ``matryoshka_dims``, ...) and of the harness's own: ``double`` (the
 model in float64), ``duplicates`` (``[(i, j), ...]``: sentence j's rows are copies of i's, so
-that their keys are equal).
+that their keys are equal), ``queue_batches`` (k: with ``queue_size``, the same criterion first trains
+on k earlier global batches, ``earlier_batch``, the model scaled by ``MOVE`` after each, so that the
+momentum queue holds their positives and the momentum encoder differs from the model; the result then
+holds ``queue``, the queue after the case's batch, and ``queues_equal``, whether every rank holds it
+bit for bit) and ``queue_copies`` (``[(i, j), ...]``: row j of every earlier batch is a copy of the
+case batch's row i, so that a queued vector shares its pair's texts).
 """
 
 import os
@@ -58,8 +63,8 @@ class _Task:
     source_dictionary = target_dictionary = _Dictionary()
 
 
-def global_batch(n: int, hard_negatives: bool = False, duplicates=()) -> Dict[str, torch.Tensor]:
-    g = torch.Generator().manual_seed(1234)
+def global_batch(n: int, hard_negatives: bool = False, duplicates=(), seed: int = 1234) -> Dict[str, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
     tokens = torch.randint(4, VOCAB, (n, LENGTH), generator=g)
     target = torch.full_like(tokens, PAD)
     masked = torch.rand(n, LENGTH, generator=g) < 0.3
@@ -74,6 +79,20 @@ def global_batch(n: int, hard_negatives: bool = False, duplicates=()) -> Dict[st
         for v in views:
             v[j] = v[i]
     return {"src": src, "target": target, "views": views}
+
+
+#: the factor the model's parameters are scaled by after each earlier batch of ``queue_batches``
+MOVE = 1.1
+
+
+def earlier_batch(n: int, hard_negatives: bool, options, e: int) -> Dict[str, torch.Tensor]:
+    """The ``e``-th earlier global batch of a ``queue_batches`` case (``queue_copies`` planted)."""
+    batch = global_batch(n, hard_negatives, seed=1235 + e)
+    final = global_batch(n, hard_negatives, options.get("duplicates", ()))
+    for i, j in options.get("queue_copies", ()):
+        for v, f in zip(batch["views"], final["views"]):
+            v[j] = f[i]
+    return batch
 
 
 def make_sample(batch, rows: List[int], dummy=False, hard_negatives=False):
@@ -114,16 +133,17 @@ def _criterion(loss_form, world_size, dummy=False, options=None):
 
 
 #: case options that are the harness's, not the criterion's
-HARNESS_OPTIONS = ("double", "duplicates")
+HARNESS_OPTIONS = ("double", "duplicates", "queue_batches", "queue_copies")
 
 
-def _step(model, sample, loss_form, world_size, level, dummy, options=None):
+def _step(model, sample, loss_form, world_size, level, dummy, options=None, criterion=None):
     """One rank's (loss, sample_size, logs) as fairseq's trainer sees them; leaves grads in model."""
     from fairseq_clear import distributed, losses
 
     logs = {}
     if level == "criterion":
-        loss, sample_size, logs = _criterion(loss_form, world_size, dummy, options)(model, sample)
+        criterion = criterion or _criterion(loss_form, world_size, dummy, options)
+        loss, sample_size, logs = criterion(model, sample)
     else:
         views = sample["contrastive"]
         z = model(views["src_tokens"], contrastive=True)[0]
@@ -174,6 +194,22 @@ def _result(model, loss, sample_size, extra):
     }
 
 
+def _earlier_batches(model, criterion, sizes, rank, loss_form, options):
+    """``queue_batches``: the criterion trains on the earlier batches (this rank's rows of each), the
+    model moved after each; the gradients are dropped."""
+    hard = loss_form == "simcse"
+    start, dummy = sum(sizes[:rank]), sizes[rank] == 0
+    rows = [0] if dummy else list(range(start, start + sizes[rank]))
+    for e in range(options.get("queue_batches", 0)):
+        sample = make_sample(earlier_batch(sum(sizes), hard, options, e), rows, dummy=dummy, hard_negatives=hard)
+        loss = criterion(model, sample)[0]
+        loss.backward()
+        with torch.no_grad():
+            for p in model.parameters():
+                p.grad = None
+                p.mul_(MOVE)
+
+
 def reference(sizes, loss_form="nt-xent", level="criterion", options=None):
     """The whole batch (all ranks' sentences) in one process."""
     total = sum(sizes)
@@ -181,8 +217,16 @@ def reference(sizes, loss_form="nt-xent", level="criterion", options=None):
     batch = global_batch(total, hard, (options or {}).get("duplicates", ()))
     model = _model(options)
     sample = make_sample(batch, list(range(total)), hard_negatives=hard)
-    loss, sample_size, extra = _step(model, sample, loss_form, 1, level, dummy=False, options=options)
-    return _result(model, loss, sample_size, extra)
+    criterion = None
+    if (options or {}).get("queue_batches"):
+        criterion = _criterion(loss_form, 1, False, options)
+        _earlier_batches(model, criterion, [total], 0, loss_form, options)
+    loss, sample_size, extra = _step(model, sample, loss_form, 1, level, dummy=False, options=options,
+                                     criterion=criterion)
+    out = _result(model, loss, sample_size, extra)
+    if criterion is not None:
+        out["queue"] = criterion.queue.vectors.clone()
+    return out
 
 
 def _one(rank, world_size, sizes, loss_form, level, options=None):
@@ -194,7 +238,16 @@ def _one(rank, world_size, sizes, loss_form, level, options=None):
     # fairseq's dummy batch is a real batch (the first one), flagged and zeroed
     rows = [0] if dummy else list(range(start, start + sizes[rank]))
     sample = make_sample(batch, rows, dummy=dummy, hard_negatives=hard)
-    loss, sample_size, extra = _step(model, sample, loss_form, world_size, level, dummy, options)
+    criterion = None
+    if (options or {}).get("queue_batches"):
+        criterion = _criterion(loss_form, world_size, dummy, options)
+        _earlier_batches(model, criterion, sizes, rank, loss_form, options)
+    loss, sample_size, extra = _step(model, sample, loss_form, world_size, level, dummy, options, criterion)
+    queue = None
+    if criterion is not None:  # every rank's queue, to compare them bit for bit
+        queue = criterion.queue.vectors.clone()
+        queues = [torch.empty_like(queue) for _ in range(world_size)]
+        dist.all_gather(queues, queue)
     stats = torch.stack([loss.to(sample_size.dtype), sample_size])
     dist.all_reduce(stats)
     dist.all_reduce(extra)
@@ -202,7 +255,10 @@ def _one(rank, world_size, sizes, loss_form, level, options=None):
         if p.grad is None:
             p.grad = torch.zeros_like(p)
         dist.all_reduce(p.grad)
-    return _result(model, stats[0], stats[1], extra)
+    out = _result(model, stats[0], stats[1], extra)
+    if queue is not None:
+        out.update(queue=queue, queues_equal=all(torch.equal(q, queue) for q in queues))
+    return out
 
 
 def _worker(rank, world_size, init_file, cases, out_dir):

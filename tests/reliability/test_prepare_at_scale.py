@@ -1,0 +1,300 @@
+"""clear-prepare at scale (issue 43): the direct binarizer killed and resumed; clear-glue's and the
+rows' commands on the direct path, in parallel; the sentence splitter's shortcuts give nltk Punkt's
+sentences exactly; the batched encoder writes what the line-by-line one wrote; the read-back check
+holds no file in memory."""
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from helpers import run_cli, shared, synthetic_sentences, write_dict_from_spm
+
+
+@pytest.fixture(scope="module")
+def spm_dir(tmp_path_factory):
+    """A sentencepiece model and its dict.txt (a data directory's tokenizer)."""
+    import sentencepiece as spm
+
+    d = tmp_path_factory.mktemp("spm")
+    (d / "text.txt").write_text("\n".join(synthetic_sentences(300, 0)) + "\n", encoding="utf-8")
+    spm.SentencePieceTrainer.train(input=str(d / "text.txt"), model_prefix=str(d / "sentencepiece"), vocab_size=120,
+                                   model_type="unigram", hard_vocab_limit=False, minloglevel=2,
+                                   unk_id=0, bos_id=1, eos_id=2, pad_id=-1)
+    write_dict_from_spm(str(d / "sentencepiece.model"), str(d / "dict.txt"))
+    (d / "text.txt").unlink()
+    return d
+
+
+def _tree(root: Path) -> dict:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+# ---- the direct binarizer killed mid-way ----------------------------------------------
+
+#: ``python -c``: clear-prepare SIGKILLed at the direct binarizer's Nth block written into train.ids.bin
+KILL_AT_BLOCK = """
+import os, signal, sys
+from fairseq_clear.preprocessing import direct_binarize, encode
+from fairseq_clear.cli.prepare import main
+
+encode.ENCODE_BLOCK_BYTES = 2048  # many blocks
+write, done = direct_binarize._Sink.write, [0]
+
+def killing_write(self, packed):
+    done[0] += 1
+    if done[0] > int(sys.argv[1]) and "train" in self.builder._data_file.name:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return write(self, packed)
+
+direct_binarize._Sink.write = killing_write
+main(sys.argv[2:])
+"""
+
+
+def test_a_kill_mid_binarize_resumes_to_the_same_files_and_leaves_no_temp_files(tmp_path):
+    from fairseq_clear.preprocessing.common import StepMarkers
+    from fairseq_clear.preprocessing.pipeline import prepare
+
+    raw = tmp_path / "raw.txt"
+    raw.write_text("\n".join(synthetic_sentences(2500, seed=9)) + "\n", encoding="utf-8")
+    options = dict(input_format="lines", documents="lines", vocab_size=120, spm_sample_size=2000, valid_size=10.0,
+                   test_size=0.0)
+    args = [str(raw), str(tmp_path / "out"), "--input-format", "lines", "--documents", "lines", "--vocab-size", "120",
+            "--spm-sample-size", "2000", "--valid-size", "10", "--test-size", "0", "--workers", "1", "--no-progress"]
+    killed = run_cli([sys.executable, "-c", KILL_AT_BLOCK, "3", *args], check=False)
+    assert killed.returncode != 0 and "Traceback" not in killed.stdout, killed.stdout[-2000:]
+    work = tmp_path / "out" / "work"
+    torn = [p.name for p in work.iterdir() if ".tmp-" in p.name]
+    assert any(n.startswith(".train.ids.bin.tmp-") for n in torn), torn  # killed while writing train.ids.bin
+    assert not (work / "train.ids.bin").exists() and not StepMarkers(str(work / "steps")).load("encode-train")
+    assert not (tmp_path / "out" / "data-bin" / "train.bin").exists()
+
+    # the same run again (the command's options: the same fingerprints)
+    resumed = prepare([str(raw)], str(tmp_path / "out"), workers=1, progress=False, **options)
+    status = {n: st["status"] for n, st in resumed["steps"].items()}
+    assert status["sentences-train"] != "ran" and status["spm"] != "ran", status
+    assert status["encode-train"] == "ran" and status["binarize"] == "ran", status
+    left = [str(p.relative_to(tmp_path)) for p in (tmp_path / "out").rglob("*") if ".tmp-" in p.name]
+    assert not left, left
+
+    # an uninterrupted run (2 workers) writes the same data-bin, byte for byte
+    prepare([str(raw)], str(tmp_path / "whole"), workers=2, progress=False, **options)
+    for name in ("dict.txt", "train.bin", "train.idx", "valid.bin", "valid.idx"):
+        assert (tmp_path / "out" / "data-bin" / name).read_bytes() == \
+            (tmp_path / "whole" / "data-bin" / name).read_bytes(), name
+
+
+# ---- clear-glue: input0/input1 from the encoder's ids -----------------------------------
+
+def test_glue_split_bin_writes_what_fairseq_preprocess_writes_for_its_text(spm_dir, tmp_path):
+    from multitask_helpers import write_glue
+
+    from fairseq_clear.evaluation.glue.finetune import split_task
+    from fairseq_clear.preprocessing.binarize import binarize
+
+    glue = write_glue(tmp_path, sizes=(("train", 40), ("dev", 12)))
+    dev = (glue / "MRPC" / "dev.tsv").read_text("utf-8")
+    (glue / "MRPC" / "test.tsv").write_text(dev + "1\t1\t2\ta line with \u3000odd\tspaces and z\u00fcrich \u16a0\n",
+                                            "utf-8")
+    dict_path = spm_dir / "dict.txt"
+    counts = split_task(str(glue), "MRPC", str(spm_dir / "sentencepiece.model"), str(tmp_path / "raw"),
+                        str(tmp_path / "bin"), str(dict_path))
+    assert counts == {"train": 40, "dev": 12, "test": 13}
+    for column in ("input0", "input1"):
+        # what examples/glue/prepare.sh ran: fairseq-preprocess --only-source --srcdict on the split's text
+        binarize(str(dict_path), {s: str(tmp_path / "raw" / f"{f}.{column}")
+                                  for s, f in (("train", "train"), ("valid", "dev"), ("test", "test"))},
+                 str(tmp_path / "ref" / column), 1)
+        assert _tree(tmp_path / "bin" / column) == _tree(tmp_path / "ref" / column), column
+
+    from fairseq_clear.cli import glue as glue_cli
+
+    with pytest.raises(SystemExit, match="^error: --bin and --dict go together"):
+        glue_cli.main(["split", str(glue), "MRPC", str(spm_dir / "sentencepiece.model"), str(tmp_path / "raw2"),
+                       "--bin", str(tmp_path / "bin2")])
+    assert not (tmp_path / "raw2").exists()
+
+
+# ---- --workers of clear-prepare-pairs and clear-prepare-multitask -----------------------
+
+def _record_workers(monkeypatch):
+    from fairseq_clear.preprocessing import encode
+
+    used, real = [], encode.ordered_parallel_map
+
+    def recording(fn, items, workers, *args, **kwargs):
+        used.append(workers)
+        return real(fn, items, workers, *args, **kwargs)
+
+    monkeypatch.setattr(encode, "ordered_parallel_map", recording)
+    return used
+
+
+def test_pairs_and_multitask_encode_in_workers_and_write_the_same_files(spm_dir, tmp_path, monkeypatch):
+    from multitask_helpers import write_glue
+
+    from fairseq_clear.cli import prepare_multitask, prepare_pairs
+    from fairseq_clear.preprocessing import multitask, pairs
+
+    sents = synthetic_sentences(2600, seed=4)
+    csv = tmp_path / "nli.csv"
+    csv.write_text("sent0,sent1,hard_neg\n" + "".join(f"{sents[i]},{sents[i + 1]},{sents[i + 2]}\n"
+                                                       for i in range(0, 2400, 3)), "utf-8")
+    glue = write_glue(tmp_path)
+    used = _record_workers(monkeypatch)
+    for workers in (1, 2):
+        pairs.prepare(prepare_pairs.build_parser().parse_args(
+            ["--train", str(csv), "--data", str(spm_dir), "--sentencepiece-model", str(spm_dir / "sentencepiece.model"),
+             "--out", str(tmp_path / f"pairs{workers}"), "--workers", str(workers)]))
+        multitask.prepare(prepare_multitask.build_parser().parse_args(
+            ["--glue-dir", str(glue), "--paraphrase", "MRPC", "--tokenizer-from", str(spm_dir),
+             "--out", str(tmp_path / f"mt{workers}"), "--workers", str(workers)]))
+    assert 2 in used and 1 in used, used  # the rows were encoded by --workers processes
+    for name in ("pairs", "mt"):
+        one, two = _tree(tmp_path / f"{name}1"), _tree(tmp_path / f"{name}2")
+        assert any(k.endswith(".bin") for k in one) and one == two, name
+
+
+# ---- the sentence splitter: nltk Punkt's sentences, faster -----------------------------
+
+#: sentences Punkt decides with its abbreviations, initials, ellipses, numbers and quotes
+HARD = [
+    "Dr. Smith met Mr. J. R. R. Tolkien at 5 p.m. on Jan. 3. They talked.",
+    "It cost $3.50, i.e. 3.5 dollars... Then he left! Did he? Yes.",
+    "He said \"Stop.\" Then (quietly.) she went. 'Really?' he asked.",
+    "The U.S. army, e.g. in 1945, was large. The U.K. was not.",
+    "See p. 12 ff. and vol. 3, no. 4. Next sentence here.",
+    "Wait . . . what? He said: \u201cno.\u201d And left\u2026 Fine.",
+    "version 2.0.1 of a.b.c is out.It has no space after the period. Odd",
+    "no sentence end at all here, only commas, colons: and semicolons; fine",
+    "A. B. C. D. E.",
+    "!!! ??? ... .",
+    "Mr.",
+    "The end.\u201d \u2019Tis the season.) [Ref. 4.] Done.",
+]
+
+
+def _punkt_params(text: str):
+    from nltk.tokenize.punkt import PunktTrainer
+
+    from fairseq_clear.preprocessing import text as text_mod
+
+    trainer = PunktTrainer()
+    trainer.INCLUDE_ALL_COLLOCS = True
+    trainer.train(text, finalize=True)
+    params = text_mod.punkt_params_to_json(trainer.get_params())
+    params["abbrev_types"] = sorted(set(params["abbrev_types"]) | {"dr", "mr", "jan", "e.g", "i.e", "p", "vol", "no"})
+    return params
+
+
+def _punkt(params, lines):
+    """nltk's own Punkt, as SentenceSplitter keeps its sentences (stripped, none empty)."""
+    from nltk.tokenize.punkt import PunktSentenceTokenizer
+
+    from fairseq_clear.preprocessing import text as text_mod
+
+    plain = PunktSentenceTokenizer(text_mod.punkt_params_from_json(params))
+    return [[s.strip() for s in plain.tokenize(line) if s.strip()] for line in lines]
+
+
+def test_the_splitter_is_punkt_on_hard_cases_and_skips_it_where_no_sentence_can_end(monkeypatch):
+    from fairseq_clear.preprocessing import text as text_mod
+    from fairseq_clear.preprocessing.common import LineReport
+
+    params = _punkt_params("\n".join(HARD * 3 + synthetic_sentences(200, seed=2)))
+    splitter = text_mod.SentenceSplitter(params)
+    assert [splitter.split(line, LineReport()) for line in HARD] == _punkt(params, HARD)
+
+    tokenize = splitter.tokenizer.tokenize
+    monkeypatch.setattr(splitter.tokenizer, "tokenize", lambda text: pytest.fail(f"Punkt ran on {text!r}"))
+    assert splitter.split("no end here, only commas \u2014 and dashes ", LineReport()) == \
+        ["no end here, only commas \u2014 and dashes"]
+    monkeypatch.setattr(splitter.tokenizer, "tokenize", tokenize)
+
+    # each candidate's decision is Punkt's, made once for a recurring context
+    line = "It rained . The game stopped . The crowd left . The end ."
+    want = _punkt(params, [line])[0]
+    calls = []
+    base = type(splitter.tokenizer).__mro__[1].text_contains_sentbreak
+    monkeypatch.setattr(type(splitter.tokenizer).__mro__[1], "text_contains_sentbreak",
+                        lambda self, text: calls.append(text) or base(self, text))
+    splitter.tokenizer.memo.clear()
+    assert splitter.split(line, LineReport()) == want
+    assert len(calls) == len(set(calls)) and calls.count(". The") <= 1, calls
+
+
+def test_the_splitter_is_punkt_on_the_whole_shared_corpus():
+    """Every paragraph of ../shared/data/corpus's text (WikiText-103, WikiText-2 raw, wiki1m's
+    untokenized sentences joined five to a paragraph), with Punkt trained on it as clear-prepare does."""
+    from fairseq_clear.preprocessing import text as text_mod
+    from fairseq_clear.preprocessing.common import LineReport
+
+    corpus = shared("corpus")
+    files = sorted(corpus.glob("wikitext-*/*.tokens*")) + sorted(corpus.glob("wikitext-*/*.raw"))
+    lines = []
+    for path in files:
+        lines += [" ".join(line.split()) for line in path.read_text("utf-8").splitlines()
+                  if line.strip() and not line.strip().startswith("=")]
+    wiki1m = [line.strip() for path in sorted(corpus.glob("wiki1m*/*.txt"))
+              for line in path.read_text("utf-8").splitlines() if line.strip()]
+    lines += [" ".join(wiki1m[i:i + 5]) for i in range(0, len(wiki1m), 5)]
+    assert len(lines) > 10_000
+    params = _punkt_params("\n".join(lines[::40]))
+    splitter = text_mod.SentenceSplitter(params)
+    ours = [splitter.split(line, LineReport()) for line in lines]
+    theirs = _punkt(params, lines)
+    differ = [i for i, (a, b) in enumerate(zip(ours, theirs)) if a != b]
+    assert not differ, (len(differ), lines[differ[0]][:300] if differ else "")
+
+
+# ---- the batched encoder --------------------------------------------------------------
+
+def test_encoding_a_block_in_one_batch_is_line_by_line_encoding(spm_dir):
+    """encode_lines hands the tokenizer one batch per block (the parts around <unk> markers too),
+    and gives each line the ids, counts and statistics of encode_text line by line."""
+    from fairseq_clear.preprocessing import encode
+
+    lines = ["", "<unk>", "<unk> <unk>", "a <unk>", "<unk> b", "   ", "x" * 25_000, "word " * 5000 + "<unk> end",
+             "a\u3000b <unk>\tc", "", *synthetic_sentences(50, seed=1)]
+    block = ("\n".join(lines) + "\n").encode("utf-8")
+    for mode in ("split", "truncate"):
+        encode._init_worker(str(spm_dir / "sentencepiece.model"), 30, mode, "<unk>")
+        batches = []
+        batch = encode._WORKER["encode_batch"]
+        encode._WORKER["encode_batch"] = lambda texts: batches.append(len(texts)) or batch(texts)
+        events, counts, stats = encode.encode_lines(block)
+        assert len(batches) == 1 and batches[0] >= 50, batches
+        want = dict.fromkeys(stats, 0)
+        for line, event in zip(lines, events):
+            if not line:
+                continue
+            ids = encode.encode_text(line, want, limit=30 if mode == "truncate" else None)
+            got = np.concatenate(event).tolist() if event else []
+            assert got == (ids[:30] if mode == "truncate" else ids), line[:40]
+        assert stats["unk_markers"] == want["unk_markers"] and stats["very_long_words_cut"] == want["very_long_words_cut"]
+
+
+# ---- the read-back check in constant memory ----------------------------------------------
+
+def test_the_read_back_check_reads_blocks_without_mapping_the_files(spm_dir, tmp_path, monkeypatch):
+    """check_binarized counts lines, tokens and <unk> of a split in blocks of plain reads: a mapping
+    of train.bin keeps every page it read resident (a 1 GB corpus: +530 MB of peak memory)."""
+    from types import SimpleNamespace
+
+    from fairseq_clear.preprocessing import binarize, direct_binarize, encode
+
+    model = str(spm_dir / "sentencepiece.model")
+    pieces = encode.tokenizer_vocabulary(model)[1]
+    unk = pieces.index("<unk>")
+    rows = [[5, 6, 7], [], [unk, 9], [unk], [8] * 20]
+    direct_binarize.write_rows(str(spm_dir / "dict.txt"), pieces, {"train": rows}, str(tmp_path))
+
+    def no_mapping(*args, **kwargs):
+        raise AssertionError("the read-back check mapped a file")
+
+    monkeypatch.setattr(binarize, "np", SimpleNamespace(**{**{k: getattr(np, k) for k in dir(np)}, "memmap": no_mapping}))
+    monkeypatch.setattr(binarize._blocks, "__defaults__", (3,))  # several blocks of each file
+    got = binarize.check_binarized(str(tmp_path), "train", 5, 26, 2)
+    assert got == {"lines": 5, "tokens": 26, "empty_lines": 1, "unk": 2}
