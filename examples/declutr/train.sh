@@ -22,6 +22,7 @@
 #   ARCH        model when training from scratch (default: clear_roberta_base; with
 #               INIT_CHECKPOINT the checkpoint's arch, sizes and positions are used)
 #   SEED        random seed (default: 1)
+#   LR          learning rate (default: DeCLUTR's continued-training value, else the one below)
 #
 # Paper (§3, §4.1): A = 2 anchors per document, P = 2 positives per anchor,
 # ℓmin = 32, ℓmax = 512, anchor lengths ~ Beta(4,2), positives ~ Beta(2,4), mean
@@ -86,5 +87,5 @@ train_logged "$SAVE_DIR/train.log" "$DATA" --user-dir "$USER_DIR" \
   --optimizer adam --adam-betas '(0.9,0.999)' --adam-eps 1e-6 --weight-decay 0.1 --clip-norm 1.0 \
   --lr-scheduler polynomial_decay \
   --seed "$SEED" --save-dir "$SAVE_DIR" --no-epoch-checkpoints \
-  "${SETTINGS[@]}" ${INIT_ARGS[@]+"${INIT_ARGS[@]}"} "$@"
+  "${SETTINGS[@]}" ${INIT_ARGS[@]+"${INIT_ARGS[@]}"} ${LR:+--lr "$LR"} "$@"
 drop_interval_checkpoints "$SAVE_DIR" "$@"  # KEEP=0: checkpoint_best.pt and checkpoint_last.pt alone

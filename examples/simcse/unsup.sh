@@ -12,6 +12,7 @@
 #
 # Environment:
 #   SAVE_DIR  (default: checkpoints/simcse-unsup)     SEED (default: 1)
+#   LR        learning rate (default: the papers' continued-training value, else the one below)
 #   CPU       1: CPU-sized (batch 64; from scratch: mean pooling, lr 5e-4); default: 1 without a CUDA device
 #   EPOCHS    passes over DATA_BIN's sentences (default: SimCSE's 1): --max-update and the schedule
 #             come from the corpus size; MAX_UPDATE sets the number of updates instead
@@ -60,5 +61,5 @@ train_logged "$SAVE_DIR/train.log" "$DATA" --user-dir "$USER_DIR" \
   --optimizer adam --adam-betas '(0.9,0.999)' --adam-eps 1e-8 --weight-decay 0.0 \
   --lr-scheduler polynomial_decay --warmup-updates 0 \
   --seed "${SEED:-1}" --save-dir "$SAVE_DIR" --no-epoch-checkpoints \
-  "${SETTINGS[@]}" ${CONTINUED[@]+"${CONTINUED[@]}"} "$@"
+  "${SETTINGS[@]}" ${CONTINUED[@]+"${CONTINUED[@]}"} ${LR:+--lr "$LR"} "$@"
 drop_interval_checkpoints "$SAVE_DIR" "$@"  # KEEP=0: checkpoint_best.pt and checkpoint_last.pt alone

@@ -144,3 +144,14 @@ def test_continued_prints_one_argument_per_line(tmp_path):
     assert proc.returncode == 0, proc.stdout
     words = [w for w in proc.stdout.splitlines() if not w.startswith("recipe:")]
     assert "--sts-validation" in words and words[words.index("--sts-validation") + 1] == str(sts), words
+
+
+def test_lr_in_the_environment_is_the_runs_lr(tiny_data, plain_checkpoint, tmp_path):
+    """LR (README's knob table: every recipe) reaches fairseq-train; continued.py leaves --lr to the
+    recipe when LR is set, and simcse/unsup.sh used to keep its own --lr then (LR logged, not used)."""
+    save = tmp_path / "save"
+    proc = run_cli(["bash", EXAMPLES / "simcse" / "unsup.sh", tiny_data, plain_checkpoint],
+                   env={"CPU": "1", "LR": "7e-06", "MAX_UPDATE": "1", "SAVE_DIR": str(save)}, check=False)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    log = (save / "train.log").read_text()
+    assert "'lr': [7e-06]" in log and "'lr': [0.0005]" not in log, log[:3000]

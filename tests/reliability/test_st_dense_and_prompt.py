@@ -68,7 +68,9 @@ def test_dense_modules_are_imported_into_the_sentence_embedding(dense_import):
     assert summary["options"]["sentence_normalize"] is True
     assert summary["max_difference"] is not None and summary["max_difference"] < 1e-4
     assert "--sentence-dense 16:tanh,12:linear" in (folder / "fairseq_args.txt").read_text()
-    state = torch.load(folder / "model.pt", weights_only=False)["model"]
+    from fairseq_clear.checkpoint_safety import safe_load
+
+    state = safe_load(folder / "model.pt")["model"]
     assert {k: tuple(v.shape) for k, v in state.items() if k.startswith("sentence_dense.")} == {
         "sentence_dense.layers.0.linear.weight": (16, 32), "sentence_dense.layers.0.linear.bias": (16,),
         "sentence_dense.layers.1.linear.weight": (12, 16), "sentence_dense.layers.1.linear.bias": (12,)}
@@ -203,9 +205,10 @@ def test_dense_weights_that_are_not_the_configs_sizes_are_refused_before_loading
 def test_a_checkpoint_whose_dense_option_is_not_its_weights_is_refused(dense_import, tmp_path):
     """The option bounds what is built: a config saying 100000-wide Dense layers over 16-wide weights
     is refused by the size check, before the model is built."""
+    from fairseq_clear.checkpoint_safety import safe_load
     from fairseq_clear.checkpoint_sizes import CheckpointSizeError, check_sizes
 
-    state = torch.load(dense_import[3] / "model.pt", weights_only=False)
+    state = safe_load(dense_import[3] / "model.pt")
     state["cfg"]["model"].sentence_dense = "60000:tanh,12:linear"
     with pytest.raises(CheckpointSizeError) as e:
         check_sizes(state, "model.pt")
