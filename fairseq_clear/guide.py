@@ -60,10 +60,19 @@ class GuideModel:
 
     @torch.no_grad()
     def vectors(self, src_tokens):
-        """The guide's sentence vectors of every row of ``src_tokens`` (float32)."""
+        """The guide's sentence vectors of every row of ``src_tokens`` (float32). Rows that are the
+        same (SimCSE's two dropout views of a sentence are) are encoded once: the guide has no dropout,
+        so a row's vector does not depend on its copies."""
         model = self.model
         if next(model.parameters()).device != src_tokens.device:
             model.to(src_tokens.device)
+        unique, inverse = torch.unique(src_tokens, dim=0, return_inverse=True)
+        if unique.size(0) < src_tokens.size(0):
+            return self._encode(model, unique)[inverse]
+        return self._encode(model, src_tokens)
+
+    @staticmethod
+    def _encode(model, src_tokens):
         pad = model.encoder.dictionary.pad()
         features = model.sentence_features(src_tokens)
         return model.represent(features, src_tokens.eq(pad)[:, : features.size(1)]).float()

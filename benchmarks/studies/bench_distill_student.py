@@ -59,7 +59,7 @@ def sentences(out, limit):
     return out
 
 
-def recipe(work, arm, text, updates, layers, seed, weight, lr=None):
+def recipe(work, arm, text, updates, layers, seed, weight, lr=None, extra=(), threads=1, jobs=None):
     """examples/distill/run.sh into work/arm (the teacher and the data shared with the first arm)."""
     out = work / arm
     if (out / "checkpoints" / "checkpoint_last.pt").is_file():
@@ -72,7 +72,11 @@ def recipe(work, arm, text, updates, layers, seed, weight, lr=None):
                 (out / shared).symlink_to(first / shared)
     env = {"CPU": "1", "MAX_UPDATE": updates, "STUDENT_LAYERS": layers, "SEED": seed, "DISTILL_WEIGHT": weight,
            "PREPARE_ARGS": "--workers 1", "PYTHON": sys.executable, **({"LR": lr} if lr else {})}
-    common.run(["bash", RECIPE, text, out, "--log-interval", "10"], work / f"{arm}.log", threads=1, extra_env=env)
+    cmd = ["bash", RECIPE, text, out, "--log-interval", "10", *extra]
+    if jobs is not None:  # run later, beside the other arm
+        jobs.append(lambda: common.run(cmd, work / f"{arm}.log", threads=threads, extra_env=env))
+    else:
+        common.run(cmd, work / f"{arm}.log", threads=threads, extra_env=env)
     return out
 
 
@@ -124,6 +128,11 @@ def markdown(result):
     for name, row in r["rows"].items():
         lines.append(f"| {name} | {row['layers']} | {row['sts']:.2f} | {row['sts_b']:.2f} | {row['sentences_per_s']:.0f} "
                      f"| {row['speedup']:.2f} |")
+    minutes = r["train_minutes"]
+    if minutes.get("simcse") and minutes.get("distilled"):
+        lines += ["", f"Cost per update of the teacher's terms: {minutes['distilled'] / minutes['simcse']:.2f}x the "
+                  "SimCSE-unsup student's (fairseq-train's training time, equal updates"
+                  + (", the two trained at once" if r["settings"].get("parallel") else "") + ")."]
     g = r["goal"]
     got = f"{g['sts']:.2f} at {g['speedup']:.2f}x" if g["sts"] is not None else "no distilled student"
     lines += ["", f"Goal (the distilled student >= {GOAL_STS:g} STS avg at >= {GOAL_SPEEDUP:g}x the teacher's "
@@ -147,6 +156,14 @@ def main(argv=None):
     p.add_argument("--layers", type=int, default=2)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--sentences", type=int, default=20000, help="training sentences taken from WikiText")
+    p.add_argument("--lr", default=None, help="the distilled student's peak lr (default: the recipe's, SimCSE's "
+                   "3e-5; the SimCSE-unsup student keeps SimCSE's own)")
+    p.add_argument("--distill-args", default="", help="more fairseq-train options for the distilled student (e.g. "
+                   "'--distill-mse-weight 1000 --projection-layers 0': the MSE term beside the KL, on the pooled "
+                   "vector); the SimCSE-unsup student trains as the recipe does, SimCSE's settings")
+    p.add_argument("--threads", type=int, default=1, help="threads of each training run")
+    p.add_argument("--parallel", action="store_true", help="train the SimCSE and the distilled students at once "
+                   "(each on --threads threads)")
     p.add_argument("--arms", default=",".join(ARMS), help="the students to train and score (the teacher always)")
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--speed-sentences", type=int, default=0, help="time on the first this many of STS-B dev's "
@@ -160,9 +177,14 @@ def main(argv=None):
     text = sentences(work / "sentences.txt", args.sentences)
     # (DISTILL_WEIGHT, updates, lr): the untrained student is the recipe's cut at a negligible lr
     spec = {"untrained": ("0", 1, "1e-12"), "simcse": ("0", args.updates, None),
-            "distilled": ("1", args.updates, None)}
-    outs = {arm: recipe(work, arm, text, spec[arm][1], args.layers, args.seed, spec[arm][0], spec[arm][2])
+            "distilled": ("1", args.updates, args.lr)}
+    extra = {"untrained": (), "simcse": (), "distilled": shlex.split(args.distill_args)}
+    jobs = [] if args.parallel else None
+    outs = {arm: recipe(work, arm, text, spec[arm][1], args.layers, args.seed, spec[arm][0], spec[arm][2],
+                        extra[arm], args.threads, jobs if arm != "untrained" else None)
             for arm in ["untrained"] + [a for a in arms if a != "untrained"]}  # the first prepares the data
+    for failed in [r for r in common.run_parallel(jobs, len(jobs)) if isinstance(r, Exception)] if jobs else []:
+        raise failed
     data = outs["untrained"] / "data" / "data-bin"
     ckpt = {arm: outs[arm] / "checkpoints" / "checkpoint_last.pt" for arm in outs}
     scores = sts(work, "untrained", ckpt["untrained"], data, teacher=outs["untrained"] / "teacher-hf")
@@ -176,7 +198,8 @@ def main(argv=None):
     rate = {n: statistics.median(x[n] for x in passes) for n in ("teacher", "student")}
     speedup = statistics.median(x["student"] / x["teacher"] for x in passes)
     labels = {"untrained": f"student untrained (the teacher's first {args.layers} layers)",
-              "simcse": "student, SimCSE-unsup", "distilled": "student, distilled (KL, λ 1)"}
+              "simcse": "student, SimCSE-unsup", "distilled": "student, distilled (KL, λ 1"
+              + (f"; lr {args.lr}" if args.lr else "") + (f"; {args.distill_args}" if args.distill_args else "") + ")"}
     names = {"teacher (all-MiniLM-L6-v2)": (teacher_name, "teacher", 6),
              **{labels[a]: (a, "student", args.layers) for a in arms}}
     rows = {label: {"layers": layers, "sts": scores[n]["avg"], "sts_b": scores[n]["table"]["STS-B"],
@@ -188,6 +211,8 @@ def main(argv=None):
         "command": shlex.join(["python", "benchmarks/studies/bench_distill_student.py"]
                               + (argv if argv is not None else sys.argv[1:])),
         "settings": {"updates": args.updates, "layers": args.layers, "seed": args.seed, "batch_size": 64,
+                     "distill_lr": args.lr or "the recipe's", "distill_args": args.distill_args,
+                     "training_threads": args.threads, "parallel": args.parallel,
                      "training_sentences": sum(1 for _ in open(text, encoding="utf-8")), "repeats": args.repeats,
                      "threads": 1},
         "train_minutes": {a: train_minutes(outs[a]) for a in arms if a != "untrained"},

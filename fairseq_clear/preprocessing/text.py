@@ -33,6 +33,7 @@ ahead by a bounded amount, so memory does not grow with the corpus.
 import logging
 import os
 import re
+import string
 from typing import Dict, Iterator, List, NamedTuple, Optional
 
 from ..atomic_files import atomic_write
@@ -250,12 +251,71 @@ SENT_END_CHARS = re.compile(r"[.?!]")
 PUNKT_MEMO_SIZE = 1 << 16  # some 10 MB of short strings
 
 
+def _memo_token_class():
+    """nltk's ``PunktToken`` whose regular-expression facts about a token's text (its type, and
+    whether it is an ellipsis, an initial, alphabetic, not punctuation) are computed once per
+    distinct text and remembered (up to :data:`PUNKT_MEMO_SIZE` texts, then forgotten at once):
+    each is a function of the text alone, so every value is the one nltk computes. Most of Punkt's
+    training time and much of its splitting is these few expressions run on the same words again."""
+    from nltk.tokenize.punkt import PunktToken
+
+    facts = {}  # text -> (type, ellipsis match, initial match, alpha match, non-punct match)
+    base = PunktToken
+
+    def lookup(tok):
+        found = facts.get(tok)
+        if found is None:
+            if len(facts) >= PUNKT_MEMO_SIZE:
+                facts.clear()
+            typ = base._RE_NUMERIC.sub("##number##", tok.lower())  # PunktToken._get_type
+            found = facts[tok] = (typ, base._RE_ELLIPSIS.match(tok), base._RE_INITIAL.match(tok),
+                                  base._RE_ALPHA.match(tok), _punkt_non_punct().search(typ))
+        return found
+
+    class _MemoToken(PunktToken):
+        __slots__ = ()
+
+        def __init__(self, tok, **params):  # PunktToken.__init__, with the type looked up
+            self.tok = tok
+            self.type = lookup(tok)[0]
+            self.period_final = tok.endswith(".")
+            self.parastart = self.linestart = self.sentbreak = self.abbr = self.ellipsis = None
+            for k in params:
+                setattr(self, k, params[k])
+
+        def _get_type(self, tok):
+            return lookup(tok)[0]
+
+        is_ellipsis = property(lambda self: lookup(self.tok)[1])
+        is_initial = property(lambda self: lookup(self.tok)[2])
+        is_alpha = property(lambda self: lookup(self.tok)[3])
+        is_non_punct = property(lambda self: lookup(self.tok)[4])  # of the type, which is the text's
+
+    return _MemoToken
+
+
+def _punkt_non_punct():
+    from nltk.tokenize import punkt
+
+    return punkt._re_non_punct
+
+
+def punkt_trainer():
+    """nltk's ``PunktTrainer`` (all collocations, as :func:`train_punkt` trains) with the remembered
+    token facts of :func:`_memo_token_class`: the same parameters, sooner."""
+    from nltk.tokenize.punkt import PunktTrainer
+
+    trainer = PunktTrainer(token_cls=_memo_token_class())
+    trainer.INCLUDE_ALL_COLLOCS = True
+    return trainer
+
+
 def _memo_punkt(params):
     """nltk's ``PunktSentenceTokenizer`` whose decision on each candidate's context (the few words
     around a '.', '?' or '!': ``text_contains_sentbreak``, most of Punkt's time) is remembered: it
     depends on that text and the parameters only, and contexts recur (WikiText's " . The" above
     all), so the sentences are Punkt's exactly, with fewer of its decisions made."""
-    from nltk.tokenize.punkt import PunktSentenceTokenizer
+    from nltk.tokenize.punkt import PunktSentenceTokenizer, _pair_iter
 
     class _MemoPunkt(PunktSentenceTokenizer):
         def text_contains_sentbreak(self, text: str) -> bool:
@@ -266,7 +326,32 @@ def _memo_punkt(params):
                 found = self.memo[text] = super().text_contains_sentbreak(text)
             return found
 
-    tokenizer = _MemoPunkt(params)
+        def _get_last_whitespace_index(self, text: str) -> int:
+            # nltk's loop over the characters from the end, as one rfind per whitespace character
+            return max(0, max(text.rfind(c) for c in string.whitespace))
+
+        def _realign_boundaries(self, text, slices):
+            # nltk's, matching in place (pos, endpos) instead of on a copy of the rest of the text
+            # per sentence, which made a paragraph's realignment quadratic in its length
+            pattern = self._lang_vars.re_boundary_realignment
+            match = getattr(pattern, "_rx", pattern).match  # nltk's pattern (regex), without the timer
+            realign = 0
+            for sentence1, sentence2 in _pair_iter(slices):
+                sentence1 = slice(sentence1.start + realign, sentence1.stop)
+                if not sentence2:
+                    if text[sentence1]:
+                        yield sentence1
+                    continue
+                m = match(text, sentence2.start, sentence2.stop)
+                if m:
+                    yield slice(sentence1.start, sentence2.start + len(m.group(0).rstrip()))
+                    realign = m.end() - sentence2.start
+                else:
+                    realign = 0
+                    if text[sentence1]:
+                        yield sentence1
+
+    tokenizer = _MemoPunkt(params, token_cls=_memo_token_class())
     tokenizer.memo = {}
     return tokenizer
 
@@ -417,10 +502,7 @@ def punkt_training_text(files: List[str], formats: List[str], sample_chars: int,
 def train_punkt(files: List[str], formats: List[str], sample_chars: int, options: Dict,
                 enabled_progress: bool = True):
     """Train Punkt unsupervised on a sample of the corpus; returns (params JSON, chars used)."""
-    from nltk.tokenize.punkt import PunktTrainer
-
-    trainer = PunktTrainer()
-    trainer.INCLUDE_ALL_COLLOCS = True
+    trainer = punkt_trainer()
     used = 0
     buf, size = [], 0
     with progress(total=sample_chars, desc="punkt: train", unit="B", enabled=enabled_progress) as bar:

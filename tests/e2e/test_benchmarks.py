@@ -501,3 +501,4 @@ def test_distill_student_table_judges_the_goal_on_the_distilled_student(monkeypa
     text = bench.markdown(result)
     assert "| student, distilled | 2 | 74.00 | 75.00 | 290 | 2.90 |" in text
     assert "74.00 at 2.90x -> not met." in text and text.endswith(f"<!-- {bench.MARK}: end -->")
+    assert "teacher's terms: 1.80x the SimCSE-unsup student's" in text  # 9 / 5 minutes at equal updates

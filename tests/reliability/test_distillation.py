@@ -141,3 +141,22 @@ def test_with_a_queue_the_lists_hold_the_queued_rows_as_the_guide_scored_them(bu
     assert logs["kd_loss"].item() == pytest.approx(expected, rel=1e-4)
     assert expected != pytest.approx(kl_reference(z[:6], z[6:], g[:6], g[6:], cfg.distill_temperature,
                                                   cfg.distill_teacher_temperature), rel=1e-3)
+
+
+def test_the_guide_encodes_each_distinct_row_once(built, plain_checkpoint, monkeypatch):
+    """SimCSE's two views of a sentence are the same ids: the guide (no dropout) encodes them once,
+    and every row gets the vector it gets alone."""
+    criterion = ch.criterion(built, guide_model=str(plain_checkpoint.parent), guide_checkpoint=plain_checkpoint.name,
+                             distill_weight=1.0, no_guide_filter=True)
+    task = built[0]
+    src = ch.batch(task, range(5))["contrastive"]["src_tokens"][:5]
+    twice = torch.cat([src, src[[3, 1]], src])  # 12 rows, 5 distinct
+    model = criterion.guide.model
+    rows, features = [], type(model).sentence_features
+    monkeypatch.setattr(type(model), "sentence_features", lambda self, s, *a, **k: rows.append(s.size(0))
+                        or features(self, s, *a, **k))
+    got = criterion.guide.vectors(twice)
+    assert rows == [5] and got.shape == (12, got.size(1))
+    alone = torch.stack([criterion.guide.vectors(row[None])[0] for row in twice])
+    torch.testing.assert_close(got, alone, rtol=1e-5, atol=1e-5)
+    assert torch.equal(got[:5], got[7:])  # a row's copies: one vector

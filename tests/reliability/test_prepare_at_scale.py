@@ -249,6 +249,39 @@ def test_the_splitter_is_punkt_on_the_whole_shared_corpus():
     assert not differ, (len(differ), lines[differ[0]][:300] if differ else "")
 
 
+def test_punkts_training_and_spans_with_remembered_token_facts_are_nltks():
+    """clear-prepare's Punkt trainer (the token facts remembered per text) learns nltk's parameters,
+    trained in pieces as train_punkt feeds it; and the tokenizer's spans (whitespace search and
+    realignment in place) are nltk's on hard cases and on random strings of Punkt's punctuation."""
+    import random
+
+    from nltk.tokenize.punkt import PunktSentenceTokenizer, PunktTrainer
+
+    from fairseq_clear.preprocessing import text as text_mod
+
+    pieces = [" ".join(HARD * 2), *synthetic_sentences(400, seed=3), "\n".join(HARD)]
+    plain, ours = PunktTrainer(), text_mod.punkt_trainer()
+    plain.INCLUDE_ALL_COLLOCS = True
+    for piece in pieces:
+        plain.train(piece, finalize=False)
+        ours.train(piece, finalize=False)
+    plain.finalize_training()
+    ours.finalize_training()
+    want = text_mod.punkt_params_to_json(plain.get_params())
+    assert text_mod.punkt_params_to_json(ours.get_params()) == want
+    assert want["abbrev_types"] and want["ortho_context"]  # the sample taught it something
+
+    params = _punkt_params("\n".join(HARD * 3 + synthetic_sentences(200, seed=2)))
+    nltk_punkt = PunktSentenceTokenizer(text_mod.punkt_params_from_json(params))
+    fast = text_mod.SentenceSplitter(params).tokenizer
+    rnd = random.Random(0)
+    alphabet = list("ab. ?!\"')]}( -Mr.U.S.1.5\u201c\u201d\u2019\u00ab\u00bb;:,\t") + ["Mr. ", "e.g. ", "\"(", ").\"",
+                                                                              " --", "... ", "!!! ", " A "]
+    texts = HARD + ["".join(rnd.choice(alphabet) for _ in range(rnd.randint(1, 60))) for _ in range(3000)]
+    differ = [t for t in texts if list(fast.span_tokenize(t)) != list(nltk_punkt.span_tokenize(t))]
+    assert not differ, differ[:3]
+
+
 # ---- the batched encoder --------------------------------------------------------------
 
 def test_encoding_a_block_in_one_batch_is_line_by_line_encoding(spm_dir):
