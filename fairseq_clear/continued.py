@@ -279,7 +279,7 @@ def options(mode: str, record: Dict[str, object], cpu: bool, user: List[str], en
         what = "a sentence-embedding model" if kind == "sentence-embedding" else "a pre-trained encoder"
         for option, (base, large) in values.items():
             if option == "lr" and env.get("LR"):
-                log.append(f"lr {env['LR']} (yours: LR)")
+                log.append(f"lr {env['LR']} ({env.get('CLEAR_LR_SOURCE') or 'yours: LR'})")
                 continue
             put(option, base if size == "base" else large,
                 f"{paper}, continued training of {what} of {size} size ({dim} wide)")
@@ -305,11 +305,14 @@ def options(mode: str, record: Dict[str, object], cpu: bool, user: List[str], en
 LR_WARN_FACTOR = 10
 
 
-def lr_warning(mode: str, kind, dim, lr: float) -> str:
+def lr_warning(mode: str, kind, dim, lr: float, distilling: bool = False) -> str:
     """The warning for continuing a pre-trained model (``kind``: its --pretrained-kind) in recipe
     ``mode`` (a key of CONTINUED) at ``lr``, when lr is LR_WARN_FACTOR times the paper's
-    continued-training value or more; '' otherwise (and for a model trained here from scratch)."""
-    if not kind or mode not in CONTINUED or "lr" not in CONTINUED[mode].values:
+    continued-training value or more; '' otherwise, for a model trained here from scratch, and for a
+    student a teacher distils (``distilling``: --distill-weight or --distill-mse-weight): its terms
+    hold the student to the teacher, and a cut student learns at a from-scratch lr (BENCHMARKS §12c:
+    lr 1e-3)."""
+    if not kind or distilling or mode not in CONTINUED or "lr" not in CONTINUED[mode].values:
         return ""
     paper, values = CONTINUED[mode].paper, CONTINUED[mode].values
     size = "large" if (dim or 768) >= LARGE_DIM else "base"

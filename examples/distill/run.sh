@@ -19,6 +19,10 @@
 #   DISTILL_WEIGHT  λ of the KL term (default 1, RankCSE's); τ: --distill-temperature 0.05 and
 #                   --distill-teacher-temperature 0.025 unless given as extra options; 0: no teacher,
 #                   the same student by SimCSE-unsup alone (the baseline distillation is judged against)
+#   DISTILL_MSE_WEIGHT  μ of the MSE term beside the KL (default 1000). With the teacher, the measured
+#                   distillation settings (BENCHMARKS.md §12c) unless yours: both terms on the pooled
+#                   vector the export serves (--projection-layers 0), lr 1e-3 (LR) warmed up over 6% of
+#                   the updates; without it (DISTILL_WEIGHT=0), SimCSE-unsup's own
 #   CPU, EPOCHS (default SimCSE's 1), MAX_UPDATE, STS_DEV (STS-B's sts-dev.csv: the start scored, the
 #   best checkpoint kept), KEEP, SEED, LR: as examples/simcse/unsup.sh
 #   STS_DIR         a SentEval STS folder (clear-eval-sts --sts-dir): the student and the teacher are
@@ -77,13 +81,24 @@ else
   SETTINGS=(--batch-size 512 --num-workers "$WORKERS")
 fi
 export SAVE_DIR=$OUT/checkpoints
-GUIDE_ARGS=(--guide-model "$GUIDE" --distill-weight "${DISTILL_WEIGHT:-1}" --no-guide-filter)
+GUIDE_ARGS=(--guide-model "$GUIDE" --distill-weight "${DISTILL_WEIGHT:-1}" --no-guide-filter
+            --distill-mse-weight "${DISTILL_MSE_WEIGHT:-1000}" --projection-layers 0)
 [[ "${DISTILL_WEIGHT:-1}" =~ ^0*\.?0*$ ]] && GUIDE_ARGS=()  # 0: the SimCSE-unsup baseline, no teacher
+if [[ ${#GUIDE_ARGS[@]} -gt 0 && -z "${LR:-}" && " $* " != *" --lr "* && " $* " != *" --lr="* ]]; then
+  # a cut student learns at a from-scratch lr (BENCHMARKS.md §12c); continued.py names where it came from
+  export LR=1e-3 CLEAR_LR_SOURCE="the distillation recipe's, BENCHMARKS.md §12c"
+fi
 # SimCSE's continued-training values for the teacher (lr, τ, its pooling); --max-update, the schedule
 # and the log interval from the corpus size and EPOCHS; STS_DEV keeps the best
 CONT=$(python -m fairseq_clear.continued simcse-unsup "$GUIDE/model.pt" ${CPU_FLAG[@]+"${CPU_FLAG[@]}"} \
   --data "$DATA" --recipe-options "${SETTINGS[*]}" ${STS_DEV:+--sts-dev "$STS_DEV"} --save-dir "$SAVE_DIR" -- "$@") || exit 1
 mapfile -t CONTINUED < <(printf '%s' "$CONT")  # one argument per line, never word-split
+WARMUP=()  # with the teacher: 6% of the updates warm the lr up, unless you give --warmup-updates
+if [[ ${#GUIDE_ARGS[@]} -gt 0 && " $* " != *" --warmup-updates"* ]]; then
+  for ((i = 0; i + 1 < ${#CONTINUED[@]}; i++)); do
+    [[ "${CONTINUED[i]}" == "--max-update" ]] && WARMUP=(--warmup-updates "$(( CONTINUED[i + 1] * 6 / 100 ))")
+  done
+fi
 mkdir -p "$SAVE_DIR"
 train_logged "$SAVE_DIR/train.log" "$DATA" --user-dir "$USER_DIR" \
   --task clear --augmentations none --criterion clear \
@@ -92,7 +107,7 @@ train_logged "$SAVE_DIR/train.log" "$DATA" --user-dir "$USER_DIR" \
   --optimizer adam --adam-betas '(0.9,0.999)' --adam-eps 1e-8 --weight-decay 0.0 \
   --lr-scheduler polynomial_decay ${LR:+--lr "$LR"} \
   --seed "${SEED:-1}" --save-dir "$SAVE_DIR" --no-epoch-checkpoints \
-  "${SETTINGS[@]}" ${CONTINUED[@]+"${CONTINUED[@]}"} "$@"
+  "${SETTINGS[@]}" ${CONTINUED[@]+"${CONTINUED[@]}"} ${WARMUP[@]+"${WARMUP[@]}"} "$@"
 drop_interval_checkpoints "$SAVE_DIR" "$@"  # KEEP=0: checkpoint_best.pt and checkpoint_last.pt alone
 CKPT=checkpoint_last.pt
 [[ -f "$SAVE_DIR/checkpoint_best.pt" ]] && CKPT=checkpoint_best.pt

@@ -259,8 +259,11 @@ class ContrastiveTask(StsValidationMixin, MaskedLMTask):
         if not lrs:
             return
         mode = self.continued_modes.get(self.model_mode, self.model_mode)
+        criterion = getattr(run, "criterion", None)
+        distilling = bool(getattr(criterion, "distill_weight", 0) or getattr(criterion, "distill_mse_weight", 0))
         message = continued.lr_warning(mode, getattr(model_cfg, "pretrained_kind", None),
-                                       getattr(model_cfg, "encoder_embed_dim", None), max(float(x) for x in lrs))
+                                       getattr(model_cfg, "encoder_embed_dim", None), max(float(x) for x in lrs),
+                                       distilling)
         if message:
             logger.warning(message)
 

@@ -231,6 +231,9 @@ def test_lr_warning_names_the_papers_continued_value():
     assert lr_warning("simcse-unsup", "encoder", 768, 1e-4) == ""  # 3.3x: a choice, not a mistake
     assert lr_warning("simcse-unsup", None, 768, 5e-4) == ""  # a model trained here from scratch
     assert lr_warning("clsr", "encoder", 768, 1e-2) == ""  # CLSR's heads over a frozen encoder
+    # a student the teacher distils learns at a from-scratch lr (BENCHMARKS §12c)
+    assert lr_warning("simcse-unsup", "sentence-embedding", 384, 1e-3)
+    assert lr_warning("simcse-unsup", "sentence-embedding", 384, 1e-3, distilling=True) == ""
 
 
 def test_fairseq_train_by_hand_warns_once_about_a_from_scratch_lr(tiny_data, tmp_path):
