@@ -98,6 +98,8 @@ if [[ ${#GUIDE_ARGS[@]} -gt 0 && " $* " != *" --warmup-updates"* ]]; then
   for ((i = 0; i + 1 < ${#CONTINUED[@]}; i++)); do
     [[ "${CONTINUED[i]}" == "--max-update" ]] && WARMUP=(--warmup-updates "$(( CONTINUED[i + 1] * 6 / 100 ))")
   done
+  # said after continued.py's "warmup 0" line (SimCSE's), which this replaces
+  [[ ${#WARMUP[@]} -gt 0 ]] && echo "recipe: warmup ${WARMUP[1]} instead (6% of the updates: the distillation recipe's, BENCHMARKS.md §12c)" >&2
 fi
 mkdir -p "$SAVE_DIR"
 train_logged "$SAVE_DIR/train.log" "$DATA" --user-dir "$USER_DIR" \

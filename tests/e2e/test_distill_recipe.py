@@ -35,7 +35,7 @@ def test_the_recipe_distils_a_teacher_into_its_first_layers(tmp_path):
     # line is pretrained/run.sh's), so that the guide's weights can be compared after training
     import_hf(str(teacher), str(out / "teacher"))
     before = _encoder(out / "teacher/model.pt")
-    run_cli(["bash", REPO / "examples/distill/run.sh", corpus, out, "--batch-size", "16", "--log-interval", "1"], cwd=tmp_path,
+    result = run_cli(["bash", REPO / "examples/distill/run.sh", corpus, out, "--batch-size", "16", "--log-interval", "1"], cwd=tmp_path,
             env={"CPU": "1", "MAX_UPDATE": "2", "STUDENT_LAYERS": "1", "TEACHER": str(teacher),
                  "PREPARE_ARGS": "--workers 1 --valid-size 8 --test-size 0",
                  "PYTHONPATH": str(REPO)})
@@ -50,6 +50,9 @@ def test_the_recipe_distils_a_teacher_into_its_first_layers(tmp_path):
         logged = [r for r in records(f) if "kd_loss" in r]
     assert [int(r["num_updates"]) for r in logged] == [1, 2], logged
     assert all(math.isfinite(float(r["kd_loss"])) and float(r["kd_loss"]) > 0 for r in logged), logged
+    # the recipe says which warm-up replaces SimCSE's (6% of MAX_UPDATE=2: 0) and where the lr came from
+    assert "recipe: warmup 0 instead (6% of the updates" in result.stdout, result.stdout[-3000:]
+    assert "lr 1e-3 (the distillation recipe's" in result.stdout
     # the measured distillation settings (BENCHMARKS §12c): the MSE beside the KL, on the pooled vector
     # (no projection head), lr 1e-3 named as the recipe's, and no warning that it is a from-scratch lr
     assert all(math.isfinite(float(r["kd_mse"])) and float(r["kd_mse"]) > 0 for r in logged), logged
