@@ -70,6 +70,8 @@ def recipe(work, arm, text, updates, layers, seed, weight, lr=None, extra=(), th
         for shared in ("teacher-hf", "teacher", "data"):
             if not (out / shared).exists():
                 (out / shared).symlink_to(first / shared)
+    # how this arm is trained, for the write-up (a later invocation reuses the arm, not its options)
+    common.write_json(work / f"{arm}.run.json", {"threads": threads, "parallel": jobs is not None})
     env = {"CPU": "1", "MAX_UPDATE": updates, "STUDENT_LAYERS": layers, "SEED": seed, "DISTILL_WEIGHT": weight,
            "PREPARE_ARGS": "--workers 1", "PYTHON": sys.executable, **({"LR": lr} if lr else {})}
     cmd = ["bash", RECIPE, text, out, "--log-interval", "10", *extra]
@@ -119,25 +121,43 @@ def markdown(result):
     r = result
     lines = [f"<!-- {MARK}: begin (written by benchmarks/studies/bench_distill_student.py) -->",
              f"Command: `{r['command']}` ({r['machine']['date']}, load average {r['loadavg_before'][0]:.1f} before; "
-             f"seed {r['settings']['seed']}, {r['settings']['updates']} updates of 64 sentences; minutes of "
-             "training: " + (", ".join(f"{a} {m:.1f}" for a, m in r["train_minutes"].items() if m is not None)
-                             or "none") + "). STS: SimCSE protocol, 7 tasks, mean "
+             f"seed {r['settings']['seed']}, batches of 64 sentences; minutes of training: "
+             + (", ".join(f"{a} {m:.1f} ({_arm_text(r['arms'][a])})" for a, m in r["train_minutes"].items()
+                          if m is not None) or "none") + "). STS: SimCSE protocol, 7 tasks, mean "
              f"pooling; speed: `embed()`, 1 thread, STS-B dev's {r['speed_sentences']} sentences, median of "
              f"{r['settings']['repeats']} passes:", "",
              "| encoder | layers | STS avg | STS-B | sentences/s | × the teacher's speed |", "|---|---|---|---|---|---|"]
     for name, row in r["rows"].items():
         lines.append(f"| {name} | {row['layers']} | {row['sts']:.2f} | {row['sts_b']:.2f} | {row['sentences_per_s']:.0f} "
                      f"| {row['speedup']:.2f} |")
-    minutes = r["train_minutes"]
+    minutes, arms = r["train_minutes"], r["arms"]
     if minutes.get("simcse") and minutes.get("distilled"):
-        lines += ["", f"Cost per update of the teacher's terms: {minutes['distilled'] / minutes['simcse']:.2f}x the "
-                  "SimCSE-unsup student's (fairseq-train's training time, equal updates"
-                  + (", the two trained at once" if r["settings"].get("parallel") else "") + ")."]
+        if arms["simcse"] == arms["distilled"]:
+            lines += ["", f"Cost per update of the teacher's terms: {minutes['distilled'] / minutes['simcse']:.2f}x "
+                      "the SimCSE-unsup student's (fairseq-train's training time, equal updates and threads"
+                      + (", the two trained at once" if arms["distilled"]["parallel"] else "") + ")."]
+        else:
+            lines += ["", "The two students' runs differ in updates or threads (above): their minutes give no cost "
+                      "per update of the teacher's terms."]
     g = r["goal"]
     got = f"{g['sts']:.2f} at {g['speedup']:.2f}x" if g["sts"] is not None else "no distilled student"
     lines += ["", f"Goal (the distilled student >= {GOAL_STS:g} STS avg at >= {GOAL_SPEEDUP:g}x the teacher's "
               f"sentences/s): {got} -> {'met' if g['met'] else 'not met'}.", f"<!-- {MARK}: end -->"]
     return "\n".join(lines)
+
+
+def _arm_text(arm):
+    threads = {None: "threads not recorded", 1: "1 thread"}.get(arm["threads"], f"{arm['threads']} threads")
+    return f"{arm['updates']} updates, {threads}" + (", beside the other student" if arm["parallel"] else "")
+
+
+def arm_run(work, out, arm):
+    """How an arm was trained: its updates (fairseq-train's log) and threads (recorded when trained)."""
+    found = re.findall(r'"num_updates": "(\d+)"', (out / "checkpoints" / "train.log").read_text())
+    recorded = work / f"{arm}.run.json"
+    run = common.read_json(recorded) if recorded.is_file() else {}
+    return {"updates": int(found[-1]) if found else None, "threads": run.get("threads"),
+            "parallel": run.get("parallel")}
 
 
 def train_minutes(out):
@@ -216,6 +236,7 @@ def main(argv=None):
                      "training_sentences": sum(1 for _ in open(text, encoding="utf-8")), "repeats": args.repeats,
                      "threads": 1},
         "train_minutes": {a: train_minutes(outs[a]) for a in arms if a != "untrained"},
+        "arms": {a: arm_run(work, outs[a], a) for a in arms if a != "untrained"},
         "rows": rows, "speed_passes": passes, "speed_sentences": len(texts),
         "goal": {"sts": distilled, "speedup": speedup, "sts_goal": GOAL_STS, "speedup_goal": GOAL_SPEEDUP,
                  "met": distilled is not None and distilled >= GOAL_STS and speedup >= GOAL_SPEEDUP},

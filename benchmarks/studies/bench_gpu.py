@@ -10,7 +10,9 @@ Parts (each a real run of the plugin's code on ``--device``):
    ``Trainer.train_step``) of fairseq's ``masked_lm`` and of ``--task clear`` (``--augmentations``,
    default del-span,reorder) on the same blocks of ``--tokens-per-sample`` tokens
    (``--sample-break-mode complete``, the paper's unit), same model shape, sentences per update and
-   seed, under each of ``--precisions`` (fp16, bf16 on CUDA; fp32 or bf16 on CPU): tokens of s per second,
+   seed, under each of ``--precisions`` (fp16, bf16 on CUDA; fp32 or bf16 on CPU) and each of
+   ``--num-workers`` (fairseq's data-loader processes, which build CLEAR's views off the main
+   process; default 0): tokens of s per second,
    peak device memory, and the time ratio clear / masked_lm next to the token floor
    (tokens of s + views) / tokens of s counted on the same batches;
 2. the largest NT-Xent batch (sentences, two views each, forward + backward, dropout on) that fits,
@@ -48,13 +50,13 @@ def apex_status():
             "fairseq_fused_layer_norm": bool(has_fused_layernorm)}
 
 
-def train_args(data, shape, tokens, batch, updates, device, precision, work):
+def train_args(data, shape, tokens, batch, updates, device, precision, work, num_workers=0):
     layers, dim, heads = shape
     args = [data, "--sample-break-mode", "complete", "--tokens-per-sample", tokens, "--max-positions", tokens,
             "--encoder-layers", layers, "--encoder-embed-dim", dim, "--encoder-ffn-embed-dim", 4 * dim,
             "--encoder-attention-heads", heads, "--batch-size", batch, "--required-batch-size-multiple", 1,
             "--optimizer", "adam", "--adam-betas", "(0.9,0.98)", "--lr", "1e-4", "--max-update", updates,
-            "--num-workers", "0", "--seed", "1", "--disable-validation", "--no-save",
+            "--num-workers", num_workers, "--seed", "1", "--disable-validation", "--no-save",
             "--save-dir", work / "no_save",  # else fairseq would resume from ./checkpoints if it exists
             "--log-format", "json", "--log-interval", "1000"]
     if device == "cpu":
@@ -74,14 +76,14 @@ def throughput(args, work, device):
                   "--arch", "clear_roberta", "--augmentations", args.augmentations],
     }
     rows = []
-    for precision in args.precisions.split(","):
+    for precision, num_workers in [(p, w) for p in args.precisions.split(",") for w in args.num_workers]:
         runs = {}
         for name, task_args in tasks.items():
-            out = work / f"{name}.{precision}.json"
+            out = work / f"{name}.{precision}.w{num_workers}.json"
             cmd = [sys.executable, common.TIMED_TRAIN, "--bench-out", out,
                    *train_args(args.data, shape, args.tokens_per_sample, args.batch_size,
-                               args.warmup + args.updates, device, precision, work), *task_args]
-            common.run(cmd, work / f"{name}.{precision}.log", threads=args.threads)
+                               args.warmup + args.updates, device, precision, work, num_workers), *task_args]
+            common.run(cmd, work / f"{name}.{precision}.w{num_workers}.log", threads=args.threads)
             res = common.read_json(out)
             timed = res["records"][args.warmup:]
             seconds = sum(r["step_s"] for r in timed)
@@ -91,11 +93,11 @@ def throughput(args, work, device):
                           "peak_device_mb": res.get("peak_device_mb"), "peak_rss_mb": res["peak_rss_mb"],
                           "updates": len(timed)}
         clear, mlm = runs["clear"], runs["masked_lm"]
-        row = {"precision": precision, **{f"{k}_{n}": v for n, r in runs.items() for k, v in r.items()},
+        row = {"precision": precision, "num_workers": num_workers, **{f"{k}_{n}": v for n, r in runs.items() for k, v in r.items()},
                "time_ratio": clear["seconds"] / mlm["seconds"] if mlm["seconds"] else None,
                "token_floor": (clear["s_tokens"] + clear["views_tokens"]) / max(clear["s_tokens"], 1)}
         rows.append(row)
-        print(f"{precision}: masked_lm {mlm['tokens_per_s']:.0f} tok/s, clear {clear['tokens_per_s']:.0f} tok/s, "
+        print(f"{precision}, {num_workers} loader workers: masked_lm {mlm['tokens_per_s']:.0f} tok/s, clear {clear['tokens_per_s']:.0f} tok/s, "
               f"ratio {row['time_ratio']:.2f} (floor {row['token_floor']:.2f}), peak device MB "
               f"{mlm['peak_device_mb']} / {clear['peak_device_mb']}", flush=True)
     return rows
@@ -233,6 +235,8 @@ def main():
     p.add_argument("--batch-max", type=int, default=16384, help="largest batch tried in part 2")
     p.add_argument("--embed-sentences", type=int, default=5000)
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--num-workers", default="0", help="comma-separated fairseq --num-workers for part 1 "
+                   "(data-loader processes; default 0: the views are built in the main process)")
     p.add_argument("--parts", default="train,batch,embed")
     p.add_argument("--out", default=str(common.RESULTS / "gpu.json"))
     args = p.parse_args()
@@ -245,6 +249,12 @@ def main():
         sys.exit(f"--precisions: unknown {', '.join(sorted(unknown))} (fp32, fp16, bf16)")
     if not on_gpu and "fp16" in args.precisions.split(","):
         sys.exit("--precisions: fp16 training (fairseq-train --fp16) needs CUDA; use fp32 or bf16 on CPU")
+    try:
+        args.num_workers = [int(w) for w in args.num_workers.split(",")]
+    except ValueError:
+        sys.exit(f"--num-workers: comma-separated whole numbers, not '{args.num_workers}'")
+    if min(args.num_workers) < 0:
+        sys.exit(f"--num-workers: at least 0, not '{min(args.num_workers)}'")
     args.tokens_per_sample = args.tokens_per_sample or (64 if args.small else 512)
     args.batch_size = args.batch_size or (4 if args.small else 16)
     if not on_gpu:

@@ -22,7 +22,7 @@ from ..vocabulary import APPENDED_SYMBOLS, FAIRSEQ_SPECIALS
 from ..atomic_files import atomic_write, tmp_name
 from .common import LoggedProgress, PrepareError, ordered_parallel_map
 from .documents import BREAK, DocumentMerger, render
-from .text import read_blocks, split_block_lines
+from .text import block_spans, read_blocks, split_block_lines
 
 logger = logging.getLogger(__name__)
 
@@ -43,32 +43,85 @@ SAMPLE_MAX_CHARS = 2000
 
 # ---- training --------------------------------------------------------------------------
 
-def reservoir_sample(path: str, size: int, seed: int, unk_token: str = "") -> List[str]:
-    """A uniform sample of ``size`` non-empty lines of ``path`` in one pass (constant memory),
-    each cut to :data:`SAMPLE_MAX_CHARS`."""
-    rng = random.Random(seed)
+def _sample_text(line: str, unk_token: str) -> str:
+    """A line of the sentence file as the sample takes it ('': not a candidate): WikiText's
+    ``unk_token`` (not text: kept out of the vocabulary) removed, cut to :data:`SAMPLE_MAX_CHARS`."""
+    if unk_token and unk_token in line:
+        line = " ".join(line.replace(unk_token, " ").split())
+    if len(line) > SAMPLE_MAX_CHARS:
+        cut = line.rfind(" ", 0, SAMPLE_MAX_CHARS)
+        line = line[:cut if cut > 0 else SAMPLE_MAX_CHARS]
+    return line
+
+
+_SAMPLE: Dict = {}
+#: the sampler's blocks, which its workers read themselves (no block goes through a pipe)
+SAMPLE_BLOCK_BYTES = 4 << 20
+
+
+def _init_sample(path: str, unk_token: str):
+    _SAMPLE.update(path=path, unk=unk_token, unk_bytes=unk_token.encode("utf-8"))
+
+
+#: the ASCII characters that ``str.split()`` splits at; the bytes 128-255 (UTF-8 beyond ASCII)
+_ASCII_SPACE, _NOT_ASCII = b" \t\n\r\x0b\x0c\x1c\x1d\x1e\x1f", bytes(range(128, 256))
+
+
+def _more_than_unk(raw: bytes) -> bool:
+    """Whether a line holding ``unk_token`` keeps text without it (:func:`_sample_text` non-empty):
+    an ASCII character that is not a space settles it without decoding the line."""
+    rest = raw.replace(_SAMPLE["unk_bytes"], b"").translate(None, _ASCII_SPACE)
+    if rest.translate(None, _NOT_ASCII):
+        return True
+    return bool(rest) and bool(_sample_text(raw.decode("utf-8"), _SAMPLE["unk"]))
+
+
+def _candidate_lines(span) -> List[bytes]:
+    """Worker: the candidate lines of a block of the file (non-empty, not only ``unk_token``)."""
+    with open(_SAMPLE["path"], "rb") as f:
+        f.seek(span[0])
+        block = f.read(span[1] - span[0])
+    lines, unk_bytes = split_block_lines(block), _SAMPLE["unk_bytes"]
+    if unk_bytes and unk_bytes in block:  # (UTF-8: a substring of the bytes iff of the text)
+        return [raw for raw in lines if raw and (unk_bytes not in raw or _more_than_unk(raw))]
+    return [raw for raw in lines if raw]
+
+
+def _count_candidates(span) -> int:
+    """Worker: pass 1 of :func:`sample_lines`."""
+    return len(_candidate_lines(span))
+
+
+def _take_candidates(item) -> List[str]:
+    """Worker: pass 2, the texts of a block's candidate lines at the given local indices."""
+    span, wanted = item
+    lines = _candidate_lines(span)
+    return [_sample_text(lines[i].decode("utf-8"), _SAMPLE["unk"]) for i in wanted]
+
+
+def sample_lines(path: str, size: int, seed: int, unk_token: str = "", workers: int = 1) -> List[str]:
+    """A uniform sample of ``size`` candidate lines of ``path`` (the non-empty ones, each as
+    :func:`_sample_text` takes it), in file order: every line when there are no more than ``size``.
+
+    Two passes over the file in ``workers`` processes, in blocks: the candidates of each block are
+    counted, then ``random.Random(seed).sample`` picks ``size`` of all of them by their place in the
+    file, and each block gives back the lines picked in it. The sample depends on the file, ``size``
+    and ``seed`` only, not on the workers or the blocks; memory is that of the sample."""
+    spans = list(block_spans(path, SAMPLE_BLOCK_BYTES))
+    counts = list(ordered_parallel_map(_count_candidates, spans, workers, _init_sample, (path, unk_token)))
+    total = sum(counts)
+    chosen = range(total) if total <= size else sorted(random.Random(seed).sample(range(total), size))
+    items, pos, first = [], 0, 0  # index into chosen; the block's first candidate
+    for span, n in zip(spans, counts):
+        end = pos
+        while end < len(chosen) and chosen[end] < first + n:
+            end += 1
+        if end > pos:
+            items.append((span, [i - first for i in chosen[pos:end]]))
+        pos, first = end, first + n
     sample: List[str] = []
-    seen = 0
-    with open(path, encoding="utf-8", newline="\n") as f:
-        for line in f:
-            line = line.rstrip("\n")
-            if not line:
-                continue
-            if unk_token and unk_token in line:
-                # WikiText's <unk> is not text: keep it out of the vocabulary
-                line = " ".join(line.replace(unk_token, " ").split())
-                if not line:
-                    continue
-            if len(line) > SAMPLE_MAX_CHARS:
-                cut = line.rfind(" ", 0, SAMPLE_MAX_CHARS)
-                line = line[:cut if cut > 0 else SAMPLE_MAX_CHARS]
-            seen += 1
-            if len(sample) < size:
-                sample.append(line)
-            else:
-                j = rng.randrange(seen)
-                if j < size:
-                    sample[j] = line
+    for lines in ordered_parallel_map(_take_candidates, items, workers, _init_sample, (path, unk_token)):
+        sample.extend(lines)
     return sample
 
 
@@ -78,7 +131,7 @@ def train_sentencepiece(sent_path: str, model_path: str, vocab_size: int, model_
     """Train a sentencepiece model on a sample of ``sent_path``; writes ``model_path`` atomically."""
     import sentencepiece as spm
 
-    sample = reservoir_sample(sent_path, sample_size, seed, unk_token)
+    sample = sample_lines(sent_path, sample_size, seed, unk_token, threads)
     if not sample:
         raise PrepareError(f"no training sentences in '{sent_path}' to train sentencepiece on")
     sample_path = os.path.join(work_dir, "spm_sample.txt")

@@ -149,7 +149,7 @@ def add_args(parser: argparse.ArgumentParser):
     g.add_argument("--model-type", choices=encode_mod.MODEL_TYPES, default=DEFAULTS["model_type"],
                    help="sentencepiece model type (default: %(default)s)")
     g.add_argument("--spm-sample-size", type=int, default=DEFAULTS["spm_sample_size"],
-                   help="training sentences sampled (uniformly, one pass) to train sentencepiece "
+                   help="training sentences sampled (uniformly, in the workers) to train sentencepiece "
                    "on (default: %(default)s)")
     g.add_argument("--character-coverage", type=float, default=DEFAULTS["character_coverage"],
                    help="sentencepiece character coverage; rarer characters become <unk> "

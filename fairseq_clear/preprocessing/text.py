@@ -34,7 +34,7 @@ import logging
 import os
 import re
 import string
-from typing import Dict, Iterator, List, NamedTuple, Optional
+from typing import Dict, Iterator, List, NamedTuple, Optional, Tuple
 
 from ..atomic_files import atomic_write
 from .common import LineReport, PrepareError, ordered_parallel_map, progress
@@ -92,6 +92,21 @@ def read_blocks(path: str, block_bytes: int = CHUNK_BYTES) -> Iterator[bytes]:
             if not block.endswith(b"\n"):
                 block += f.readline()
             yield block
+
+
+def block_spans(path: str, block_bytes: int = CHUNK_BYTES) -> Iterator[Tuple[int, int]]:
+    """(start, end) of the blocks :func:`read_blocks` reads, found without reading them."""
+    size = os.path.getsize(path)
+    with open(path, "rb") as f:
+        start = 0
+        while start < size:
+            end = min(start + block_bytes, size)
+            if end < size:
+                f.seek(end - 1)
+                if f.read(1) != b"\n":
+                    end += len(f.readline())
+            yield start, end
+            start = end
 
 
 def split_block_lines(block: bytes) -> List[bytes]:

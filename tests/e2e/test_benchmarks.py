@@ -286,7 +286,7 @@ def test_gpu_benchmark_runs_in_a_small_form_on_cpu(data, tmp_path):
     proc = run_cli([sys.executable, STUDIES / "bench_gpu.py", "--small", "--device", "cpu", "--data", data,
                     "--sentences", sentences, "--updates", "2", "--warmup", "1", "--batch-start", "4",
                     "--batch-max", "8", "--chunk", "4", "--embed-sentences", "50", "--precisions", "fp32,bf16",
-                    "--out", out])
+                    "--num-workers", "1", "--out", out])
     assert "not GPU numbers" in proc.stdout
     result = json.loads(out.read_text())
     assert result["cuda"] is False and result["precisions"] == ["fp32", "bf16"] and "apex_importable" in result
@@ -296,6 +296,7 @@ def test_gpu_benchmark_runs_in_a_small_form_on_cpu(data, tmp_path):
     assert result["largest_contrastive_batch"]["bf16"]["4"]["largest_sentences"] == 8
     assert 0 < result["embed"]["bf16"]["max_abs_diff"] < 0.1
     row = result["train"][0]
+    assert row["num_workers"] == 1 and [r["num_workers"] for r in result["train"]] == [1, 1]
     assert row["s_tokens_clear"] == row["s_tokens_masked_lm"] > 0  # the same blocks
     assert row["views_tokens_clear"] > 0 and row["token_floor"] > 1 and row["time_ratio"] > 0
     assert row["peak_device_mb_clear"] is None  # no device memory on CPU
@@ -304,6 +305,9 @@ def test_gpu_benchmark_runs_in_a_small_form_on_cpu(data, tmp_path):
     bad = run_cli([sys.executable, STUDIES / "bench_gpu.py", "--small", "--device", "cpu", "--data", data,
                    "--precisions", "fp16", "--out", out], check=False)
     assert bad.returncode != 0 and "--precisions" in bad.stdout
+    bad = run_cli([sys.executable, STUDIES / "bench_gpu.py", "--small", "--device", "cpu", "--data", data,
+                   "--num-workers", "two", "--out", out], check=False)
+    assert bad.returncode != 0 and "--num-workers" in bad.stdout
 
 
 def test_quality_longer_horizon_scores_fairseq_interval_checkpoints(monkeypatch, tmp_path):
@@ -496,9 +500,17 @@ def test_distill_student_table_judges_the_goal_on_the_distilled_student(monkeypa
                                                 "sentences_per_s": rate, "speedup": speedup}
     result = {"command": "python x.py", "machine": {"date": "today"}, "loadavg_before": [1.0], "speed_sentences": 10,
               "settings": {"seed": 1, "updates": 150, "repeats": 3}, "train_minutes": {"distilled": 9.0, "simcse": 5.0},
+              "arms": {a: {"updates": 150, "threads": 1, "parallel": False} for a in ("simcse", "distilled")},
               "rows": {"teacher": row(78.9, 100.0, 1.0, 6), "student, distilled": row(74.0, 290.0, 2.9)},
               "goal": {"sts": 74.0, "speedup": 2.9, "met": False}}
     text = bench.markdown(result)
     assert "| student, distilled | 2 | 74.00 | 75.00 | 290 | 2.90 |" in text
     assert "74.00 at 2.90x -> not met." in text and text.endswith(f"<!-- {bench.MARK}: end -->")
     assert "teacher's terms: 1.80x the SimCSE-unsup student's" in text  # 9 / 5 minutes at equal updates
+    assert "distilled 9.0 (150 updates, 1 thread)" in text
+    # an arm reused from another invocation (other updates or threads): no ratio from the minutes
+    result["arms"]["distilled"] = {"updates": 250, "threads": 2, "parallel": False}
+    result["arms"]["simcse"]["threads"] = None
+    text = bench.markdown(result)
+    assert "1.80x" not in text and "their minutes give no cost per update" in text
+    assert "distilled 9.0 (250 updates, 2 threads), simcse 5.0 (150 updates, threads not recorded)" in text

@@ -331,3 +331,52 @@ def test_the_read_back_check_reads_blocks_without_mapping_the_files(spm_dir, tmp
     monkeypatch.setattr(binarize._blocks, "__defaults__", (3,))  # several blocks of each file
     got = binarize.check_binarized(str(tmp_path), "train", 5, 26, 2)
     assert got == {"lines": 5, "tokens": 26, "empty_lines": 1, "unk": 2}
+
+
+# ---- sentencepiece's sample, drawn in parallel ------------------------------------------
+
+def _as_sampled(line, unk):
+    """What the one-pass sampler took of a line (the reference): WikiText's unk out, cut at 2000."""
+    if unk and unk in line:
+        line = " ".join(line.replace(unk, " ").split())
+    if len(line) > 2000:
+        cut = line.rfind(" ", 0, 2000)
+        line = line[:cut if cut > 0 else 2000]
+    return line
+
+
+def test_sentencepieces_sample_is_random_sample_of_the_candidates_whatever_the_workers_or_blocks(
+        tmp_path, monkeypatch):
+    """The parallel sampler's lines are exactly ``random.Random(seed).sample`` of the candidate lines
+    (non-empty, not only unk markers) by their place in the file, in file order, for 1 or 3 workers
+    and any block size; every candidate when they are no more than the sample; no file end needed."""
+    import random
+
+    from fairseq_clear.preprocessing import encode
+    from fairseq_clear.preprocessing.text import block_spans, read_blocks
+
+    rng = random.Random(5)
+    lines = []
+    for i in range(3000):
+        r = rng.random()
+        lines.append("" if r < 0.1 else "<unk> <unk>" if r < 0.13 else "<unk>\u00a0\x1c<unk>\u2003" if r < 0.14
+                     else "<unk> é <unk>" if r < 0.15 else f"w{i} <unk> x{i}" if r < 0.25
+                     else " ".join([f"long{i}"] * 400) if r < 0.27 else "\r" if r < 0.28
+                     else "x" * 2500 if r < 0.29 else f"sentence {i} é")
+    path = tmp_path / "s.sent"
+    path.write_bytes(("\n".join(lines)).encode("utf-8"))  # the last line without its end
+    cands = [t for t in (_as_sampled(line, "<unk>") for line in lines if line) if t]
+    assert 2000 < len(cands) < 2800 and max(map(len, cands)) == 2000  # the long lines were cut
+    assert {t[:4] for t in cands if len(t) > 1900} == {"long", "xxxx"} and "\r" in cands
+    expect = [cands[i] for i in sorted(random.Random(7).sample(range(len(cands)), 500))]
+    monkeypatch.setattr(encode, "SAMPLE_BLOCK_BYTES", 997)  # many blocks, lines across their ends
+    spans = list(block_spans(str(path), 997))  # the blocks read_blocks reads
+    assert len(spans) > 20 and [path.read_bytes()[a:b] for a, b in spans] == list(read_blocks(str(path), 997))
+    for workers in (1, 3):
+        assert encode.sample_lines(str(path), 500, 7, "<unk>", workers) == expect
+    monkeypatch.setattr(encode, "SAMPLE_BLOCK_BYTES", 4 << 20)  # one block
+    assert encode.sample_lines(str(path), 500, 7, "<unk>", 2) == expect
+    assert encode.sample_lines(str(path), 500, 8, "<unk>") != expect  # the seed decides
+    assert encode.sample_lines(str(path), 10 ** 6, 7, "<unk>") == cands  # all of them, in order
+    no_unk = [line if len(line) <= 2000 else _as_sampled(line, "") for line in lines if line]
+    assert encode.sample_lines(str(path), 10 ** 6, 7, "") == no_unk
