@@ -278,7 +278,7 @@ def test_results_are_replaced_only_by_a_complete_file(monkeypatch, tmp_path):
 
 
 @pytest.mark.bench_smoke
-def test_gpu_benchmark_runs_in_a_small_form_on_cpu(data, tmp_path):
+def test_gpu_benchmark_runs_in_a_small_form_on_cpu(data, tmp_path, monkeypatch):
     """benchmarks/studies/bench_gpu.py keeps working without a GPU (toy sizes) and says it ran on CPU."""
     sentences = tmp_path / "s.txt"
     sentences.write_text("\n".join(synthetic_sentences(50, seed=9)) + "\n", encoding="utf-8")
@@ -305,9 +305,11 @@ def test_gpu_benchmark_runs_in_a_small_form_on_cpu(data, tmp_path):
     bad = run_cli([sys.executable, STUDIES / "bench_gpu.py", "--small", "--device", "cpu", "--data", data,
                    "--precisions", "fp16", "--out", out], check=False)
     assert bad.returncode != 0 and "--precisions" in bad.stdout
-    bad = run_cli([sys.executable, STUDIES / "bench_gpu.py", "--small", "--device", "cpu", "--data", data,
-                   "--num-workers", "two", "--out", out], check=False)
-    assert bad.returncode != 0 and "--num-workers" in bad.stdout
+    gpu = bench_module("bench_gpu", monkeypatch, tmp_path)  # the options' checks, in this process
+    for workers, message in (("two", "comma-separated whole numbers"), ("0,-1", "at least 0")):
+        monkeypatch.setattr(sys, "argv", ["bench_gpu.py", "--small", "--device", "cpu", "--num-workers", workers])
+        with pytest.raises(SystemExit, match=f"--num-workers: {message}"):
+            gpu.main()
 
 
 def test_quality_longer_horizon_scores_fairseq_interval_checkpoints(monkeypatch, tmp_path):
