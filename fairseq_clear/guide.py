@@ -51,6 +51,14 @@ class GuideModel:
                 f"--guide-model {cfg.guide_model}: its dict.txt ({len(theirs)} symbols) differs from the "
                 f"training data's ({len(ours)}); the guide scores the batch's token rows, so it must share the "
                 "data's tokenizer (prepare the data with --tokenizer-from the guide, or import a guide that does)")
+        rows = task.max_positions() if hasattr(task, "max_positions") else None
+        reads = hub.model.max_positions()
+        if isinstance(rows, int) and isinstance(reads, int) and reads < rows:
+            # else the first row longer than the guide's positions stops training with an IndexError
+            raise GuideModelError(
+                f"--guide-model {cfg.guide_model}: it reads rows of at most {reads} tokens and the training rows "
+                f"have up to {rows} (--tokens-per-sample); give a guide with at least {rows} positions, or "
+                f"--tokens-per-sample {reads}")
         for p in hub.model.parameters():
             p.requires_grad_(False)
         hub.model.eval()
