@@ -25,8 +25,10 @@ class GuideModelError(FairseqClearError, ValueError):
 class GuideModel:
     """The guide's vectors of token rows (the batch's own ids: it must share the data's dictionary)."""
 
-    def __init__(self, model):
-        self.model = model
+    def __init__(self, model, name: str = "the guide"):
+        self.model, self.name = model, name
+        positions = model.max_positions()
+        self.positions = positions if isinstance(positions, int) else None
 
     @classmethod
     def load(cls, cfg, task):
@@ -51,20 +53,12 @@ class GuideModel:
                 f"--guide-model {cfg.guide_model}: its dict.txt ({len(theirs)} symbols) differs from the "
                 f"training data's ({len(ours)}); the guide scores the batch's token rows, so it must share the "
                 "data's tokenizer (prepare the data with --tokenizer-from the guide, or import a guide that does)")
-        rows = task.max_positions() if hasattr(task, "max_positions") else None
-        reads = hub.model.max_positions()
-        if isinstance(rows, int) and isinstance(reads, int) and reads < rows:
-            # else the first row longer than the guide's positions stops training with an IndexError
-            raise GuideModelError(
-                f"--guide-model {cfg.guide_model}: it reads rows of at most {reads} tokens and the training rows "
-                f"have up to {rows} (--tokens-per-sample); give a guide with at least {rows} positions, or "
-                f"--tokens-per-sample {reads}")
         for p in hub.model.parameters():
             p.requires_grad_(False)
         hub.model.eval()
         logger.info("guide model %s (frozen; --guide-margin %s, %s)", cfg.guide_model, cfg.guide_margin,
                     cfg.guide_margin_strategy)
-        return cls(hub.model)
+        return cls(hub.model, cfg.guide_model)
 
     @torch.no_grad()
     def vectors(self, src_tokens):
@@ -72,6 +66,13 @@ class GuideModel:
         same (SimCSE's two dropout views of a sentence are) are encoded once: the guide has no dropout,
         so a row's vector does not depend on its copies."""
         model = self.model
+        if self.positions is not None and src_tokens.size(1) > self.positions:
+            # (the rows fairseq batches fit the student's positions, which can exceed the guide's); else an
+            # IndexError in the guide's positional embedding
+            raise GuideModelError(
+                f"--guide-model {self.name}: it reads rows of at most {self.positions} tokens and a batch has a "
+                f"row of {src_tokens.size(1)}; give a guide with more positions, or --tokens-per-sample "
+                f"{self.positions} (or less)")
         if next(model.parameters()).device != src_tokens.device:
             model.to(src_tokens.device)
         unique, inverse = torch.unique(src_tokens, dim=0, return_inverse=True)

@@ -51,13 +51,3 @@ def test_a_guide_with_another_dictionary_is_refused(setup, tmp_path):
     other = make_binarized(tmp_path / "other", [f"zq{i} xv{i} wk" for i in range(200)], ["zq xv"] * 10, vocab_size=100)
     proc = run_cli(_guided(other, tmp_path / "save", guide, 1), check=False)
     assert proc.returncode != 0 and "--guide-model" in proc.stdout and "dict.txt" in proc.stdout
-
-
-def test_a_guide_with_fewer_positions_than_the_rows_is_refused_at_start_up(setup, tmp_path):
-    """The guide (64 positions) would meet rows of up to 128 tokens: one line at start-up, not an
-    IndexError at the first long row."""
-    work, data, guide = setup
-    proc = run_cli(_guided(data, tmp_path / "save", guide, 1, "--tokens-per-sample", "128"), check=False)
-    assert proc.returncode != 0 and "IndexError" not in proc.stdout, proc.stdout[-3000:]
-    assert "--guide-model" in proc.stdout and "at most 64 tokens" in proc.stdout and "up to 128" in proc.stdout
-

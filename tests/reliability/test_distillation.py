@@ -160,3 +160,20 @@ def test_the_guide_encodes_each_distinct_row_once(built, plain_checkpoint, monke
     alone = torch.stack([criterion.guide.vectors(row[None])[0] for row in twice])
     torch.testing.assert_close(got, alone, rtol=1e-5, atol=1e-5)
     assert torch.equal(got[:5], got[7:])  # a row's copies: one vector
+
+
+def test_a_row_longer_than_the_guides_positions_is_refused_in_one_line(built, plain_checkpoint):
+    """The rows fairseq batches fit the student's positions, which can exceed the guide's (64 here):
+    GuideModelError naming the guide and both lengths, not an IndexError in its positional embedding."""
+    import torch
+
+    from fairseq_clear.guide import GuideModelError
+
+    criterion = ch.criterion(built, guide_model=str(plain_checkpoint.parent), guide_checkpoint=plain_checkpoint.name,
+                             distill_weight=1.0, no_guide_filter=True)
+    guide = criterion.guide
+    assert guide.positions == 64
+    fits = torch.randint(4, 50, (3, 64))
+    assert torch.isfinite(guide.vectors(fits)).all()  # as many tokens as positions: read
+    with pytest.raises(GuideModelError, match=r"--guide-model .*at most 64 tokens and a batch has a row of 65"):
+        guide.vectors(torch.randint(4, 50, (3, 65)))
