@@ -20,7 +20,9 @@ MB of the WikiText files repeated (repeated text), MB/s end to end and per step,
 byte-identity of their train/valid .bin, peak memory, and the direct path on
 ``--binarizer-memory-scale`` times the corpus (or, with ``--skip-fairseq-at-large MB``, on MB of
 text, without a fairseq run at that size); the hours for 16 GB and 160 GB on 16 and 64 cores
-are an estimate from the measured MB/s per worker. Both runs use the same
+are an estimate from the measured MB/s per worker; and the direct encoder's worker against
+sentencepiece's own batch encoding of the same 10 MB of the 1-worker run's sentences, in this
+process (``encoder_overhead``: what Python adds to the tokenizer). Both runs use the same
 ``--spm-sample-size`` and ``--punkt-sample-chars``: those samples are bounded by the
 options, not by the corpus.
 
@@ -240,6 +242,32 @@ def bench_memory(raw_files, work: Path, scale: int, workers: int, vocab_size: in
             "steps_seconds": {k: v["seconds"] for k, v in summary["steps"].items()}}
 
 
+ENCODER_MB = 10.0
+
+
+def encoder_overhead(folder: Path, repeats: int = 3):
+    """The direct encoder's worker (``direct_binarize.encode_block_ids``: encode, split the long
+    sentences, count, map to dictionary ids, pack) against sentencepiece's own batch encoding of the
+    same blocks (``encode``'s one call per block), in this process, one thread, best of ``repeats``:
+    what the encoder adds to the tokenizer. ``folder``: a run's train.sent (head) and tokenizer."""
+    from fairseq_clear.preprocessing import direct_binarize, encode, text
+
+    direct_binarize.init_worker(str(folder / "sentencepiece.model"), 510, "split", "<unk>")  # the runs' defaults
+    blocks = list(text.read_blocks(str(folder / "train.sent"), encode.ENCODE_BLOCK_BYTES))
+    batch = encode._WORKER["encode_batch"]
+    ways = {"sentencepiece": lambda block: batch(block.decode("utf-8").split("\n")),
+            "encoder": direct_binarize.encode_block_ids}
+    best = dict.fromkeys(ways, float("inf"))
+    for _ in range(repeats):
+        for name, fn in ways.items():
+            start = time.perf_counter()
+            for block in blocks:
+                fn(block)
+            best[name] = min(best[name], time.perf_counter() - start)
+    return {"mb": round(sum(map(len, blocks)) / 1e6, 2), "seconds": {k: round(v, 3) for k, v in best.items()},
+            "ratio": round(best["encoder"] / best["sentencepiece"], 2)}
+
+
 def bench_binarizers(raw_files, work: Path, mb: float, workers_list, vocab_size: int, memory_scale: int,
                      large_mb: float = 0.0):
     """Whole clear-prepare runs, each in a fresh process, on a corpus of about ``mb`` MB made of
@@ -257,7 +285,7 @@ def bench_binarizers(raw_files, work: Path, mb: float, workers_list, vocab_size:
                 out.write(base)
         return raw
 
-    def run(raw, binarizer, workers):
+    def run(raw, binarizer, workers, keep=None):
         out_dir = work / f"prepared-{binarizer}-{workers}"
         shutil.rmtree(out_dir, ignore_errors=True)
         cmd = [sys.executable, "-m", "fairseq_clear.cli.prepare", str(raw), str(out_dir),
@@ -276,6 +304,12 @@ def bench_binarizers(raw_files, work: Path, mb: float, workers_list, vocab_size:
         from fairseq_clear import vocabulary
 
         data = {s: vocabulary.sha256(str(out_dir / "data-bin" / f"{s}.bin")) for s in ("train", "valid")}
+        if keep is not None:  # the run's sentences (the first ENCODER_MB) and tokenizer, for encoder_overhead
+            keep.mkdir(exist_ok=True)
+            with open(out_dir / "work" / "train.sent", "rb") as f:
+                head = f.read(int(ENCODER_MB * 1e6))
+            (keep / "train.sent").write_bytes(head[:head.rfind(b"\n") + 1])
+            shutil.copy(out_dir / "data-bin" / "sentencepiece.model", keep / "sentencepiece.model")
         shutil.rmtree(out_dir, ignore_errors=True)
         steps = {k: v["seconds"] for k, v in summary["steps"].items()}
         # the steps whose work grows with the corpus (punkt's and sentencepiece's samples are bounded
@@ -295,7 +329,7 @@ def bench_binarizers(raw_files, work: Path, mb: float, workers_list, vocab_size:
     runs, outputs = [], {}
     for w in workers_list:
         for binarizer in ("direct", "fairseq"):
-            r, data = run(raw, binarizer, w)
+            r, data = run(raw, binarizer, w, keep=work / "encoder" if (binarizer, w) == ("direct", 1) else None)
             runs.append(r)
             outputs[(binarizer, w)] = data
             print(f"  {binarizer} x{w}: {r['seconds']:.1f} s, {r['mb_per_s']:.3f} MB/s, "
@@ -314,6 +348,10 @@ def bench_binarizers(raw_files, work: Path, mb: float, workers_list, vocab_size:
                    "corpus_steps": round(by[(b, hi)]["corpus_steps_mb_per_s"] / by[(b, lo)]["corpus_steps_mb_per_s"], 2)}
                for b in ("direct", "fairseq")}
     raw.unlink()
+    overhead = encoder_overhead(work / "encoder") if (work / "encoder").is_dir() else None
+    if overhead:
+        print(f"  the direct encoder's worker on {overhead['mb']:.1f} MB of the run's sentences: "
+              f"{overhead['ratio']:.2f}x sentencepiece's own batch encoding", flush=True)
     big = corpus(large_mb or mb * memory_scale, "binarizers_big.tokens")
     r_big, _ = run(big, "direct", hi)
     big.unlink()
@@ -340,6 +378,7 @@ def bench_binarizers(raw_files, work: Path, mb: float, workers_list, vocab_size:
         "ratio_direct_over_fairseq_end_to_end": ratio,
         "ratio_direct_over_fairseq_corpus_steps": ratio_corpus,
         "ratio_encode_and_binarize_steps": step_ratio,
+        "encoder_over_sentencepiece": overhead,
         "scaling_%d_over_%d_workers" % (hi, lo): scaling,
         "memory": {"scale": memory_scale, "run": r_mem, "growth_peak": growth,
                    **({"large": {"scale": round(r_big["mb"] / by[("direct", hi)]["mb"], 1), "run": r_big,

@@ -330,6 +330,12 @@ def binarizers_lines(b):
                  + " of the direct runs; 10x allows them at most " + ", ".join(
                      f"{f((ids[('fairseq', w)] - 10 * ids[('direct', w)]) / 9, 1)} s" for w in ws)
                  + " (below zero: out of reach even if they took none).")
+    enc = b.get("encoder_over_sentencepiece")
+    if enc:  # runs before it was measured have none
+        lines.append(f"  The direct encoder's worker (encode, split, count, map, pack) on {f(enc['mb'], 1)} MB of the "
+                     f"1-worker run's sentences took {f(enc['ratio'], 2)}x sentencepiece's own batch encoding of the "
+                     f"same blocks ({f(enc['seconds']['encoder'], 3)} s against {f(enc['seconds']['sentencepiece'], 3)} "
+                     "s, one thread, best of 3): what Python adds to the tokenizer.")
     lines += [
               "  Hours for the paper's corpus (" + b["estimate"]["assumes"] + "): direct " + ", ".join(
                   f"{k} {f(v)} h" for k, v in est["direct"].items()) + "; fairseq path " + ", ".join(

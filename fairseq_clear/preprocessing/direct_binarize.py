@@ -23,7 +23,7 @@ from typing import Dict, List, Sequence
 import numpy as np
 
 from ..atomic_files import atomic_path, tmp_name
-from .documents import BREAK, render
+from .documents import render
 
 _WORKER: Dict = {}
 
@@ -87,14 +87,22 @@ class IdMap:
         return mapped
 
     def pack(self, lines: List[np.ndarray]):
-        """Lines of dictionary ids → (their bytes with ``</s>`` after each, in fairseq's dtype; sizes)."""
+        """Lines of the tokenizer's ids → (their dictionary ids' bytes with ``</s>`` after each, in
+        fairseq's dtype; the lines' sizes), mapped in one indexing of the block."""
         if not lines:
             return b"", []
-        eos = np.array([self.eos], dtype=np.int64)
-        parts = []
-        for line in lines:
-            parts += [line, eos]
-        return np.concatenate(parts).astype(self.dtype).tobytes(), [len(line) + 1 for line in lines]
+        if self.several:
+            lines = [self.ids(line) for line in lines]
+            flat = np.concatenate(lines)
+        else:
+            flat = self.table[np.concatenate(lines)]
+        sizes = np.fromiter(map(len, lines), dtype=np.int64, count=len(lines)) + 1
+        out = np.empty(int(sizes.sum()), dtype=self.dtype)
+        eos = np.cumsum(sizes) - 1
+        body = np.ones(len(out), dtype=bool)
+        body[eos] = False
+        out[body], out[eos] = flat, self.eos
+        return out.tobytes(), sizes.tolist()
 
 
 def init_worker(model_path: str, max_body: int, long_mode: str, unk_token: str):
@@ -110,9 +118,7 @@ def encode_block_ids(block: bytes):
     from .encode import encode_lines
 
     events, counts, stats = encode_lines(block)
-    m = _WORKER["map"]
-    ids = [ev if ev is BREAK else [m.ids(part) for part in ev] for ev in events]
-    return render(ids, join=m.pack, blank=np.zeros(0, dtype=np.int64)), counts, stats
+    return render(events, join=_WORKER["map"].pack, blank=np.zeros(0, dtype=np.int64)), counts, stats
 
 
 class _Sink:
@@ -230,7 +236,7 @@ def write_rows(dict_path: str, pieces: List[str], rows: Dict[str, List[Sequence[
     for split, lines in rows.items():
         prefix = os.path.join(destdir, split)
         builder = indexed_dataset.make_builder(prefix + ".bin", "mmap", vocab_size=len(vocab))
-        _Sink(builder, m.eos).write(m.pack([m.ids(np.asarray(line, dtype=np.int64)) for line in lines]))
+        _Sink(builder, m.eos).write(m.pack([np.asarray(line, dtype=np.int64) for line in lines]))
         builder.finalize(prefix + ".idx")
 
 

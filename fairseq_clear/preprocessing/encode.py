@@ -9,6 +9,7 @@ The counts in ``dict.txt`` are the pieces' frequencies in the training split
 (used by ``--freq-weighted-replacement``).
 """
 
+import bisect
 import itertools
 import logging
 import os
@@ -113,9 +114,7 @@ def sample_lines(path: str, size: int, seed: int, unk_token: str = "", workers: 
     chosen = range(total) if total <= size else sorted(random.Random(seed).sample(range(total), size))
     items, pos, first = [], 0, 0  # index into chosen; the block's first candidate
     for span, n in zip(spans, counts):
-        end = pos
-        while end < len(chosen) and chosen[end] < first + n:
-            end += 1
+        end = bisect.bisect_left(chosen, first + n, pos)  # the picks in this block: chosen[pos:end]
         if end > pos:
             items.append((span, [i - first for i in chosen[pos:end]]))
         pos, first = end, first + n
@@ -279,6 +278,38 @@ def split_ids(ids: np.ndarray, max_body: int, is_start: np.ndarray) -> List[np.n
     return out
 
 
+def _line_ids(texts: List[str], stats: Dict, truncate: bool):
+    """(the ids of ``texts``' lines end to end, each line's number of ids): what :func:`encode_text`
+    gives each line, from one batch of the tokenizer per block (its loop, not Python's). A line without
+    ``unk_token`` markers is a part of that batch; the parts around the markers are in it too and go
+    back to encode_text in turn; lines longer than a segment are encode_text's."""
+    w = _WORKER
+    unk_token = w["unk_token"]
+    whole, marked = [], []  # lines that are one part of the batch as they are; the others but empty ones
+    for k, text in enumerate(texts):
+        if len(text) > ENCODE_SEGMENT_CHARS or (unk_token and unk_token in text):
+            marked.append(k)
+        elif text.strip():
+            whole.append(k)
+    parts, in_parts = [texts[k] for k in whole], {}
+    for k in marked:
+        pieces = texts[k].split(unk_token) if unk_token else [texts[k]]
+        if all(len(p) <= ENCODE_SEGMENT_CHARS for p in pieces):
+            pieces = [p for p in pieces if p.strip()]
+            in_parts[k] = (len(parts), len(parts) + len(pieces))
+            parts.extend(pieces)
+    batch = w["encode_batch"](parts) if parts else []
+    line_ids: List = [()] * len(texts)
+    for k, ids in zip(whole, batch):
+        line_ids[k] = ids
+    for k in marked:
+        known = iter(batch[slice(*in_parts[k])]) if k in in_parts else None
+        line_ids[k] = encode_text(texts[k], stats, limit=w["max_body"] if truncate else None,
+                                  encode=None if known is None else lambda part: next(known))
+    lengths = np.fromiter(map(len, line_ids), dtype=np.int64, count=len(line_ids))
+    return np.fromiter(itertools.chain.from_iterable(line_ids), dtype=np.int64, count=int(lengths.sum())), lengths
+
+
 def encode_lines(block: bytes):
     """Worker: a block of sentence lines ('' = document break) → (events: BREAK, or the id arrays
     of the lines one sentence becomes; piece counts; stats)."""
@@ -287,71 +318,37 @@ def encode_lines(block: bytes):
                  long_sentences_split=0, extra_lines_from_splitting=0,
                  long_sentences_truncated=0, tokens_truncated=0,
                  empty_after_encoding=0, very_long_words_cut=0)
-    events = []
-    all_ids = []
     max_body = w["max_body"]
     truncate = w["long_mode"] == "truncate"
-    texts = [line.decode("utf-8") for line in split_block_lines(block)]
-    # what encode_text would encode, part by part, goes to the tokenizer as one batch (its loop, not
-    # Python's): the lines of one part, their ids views of one array; the parts around unk_token
-    # markers, given back to encode_text in turn. Lines longer than a segment are encode_text's.
-    unk_token = w["unk_token"]
-    batchable, parts = [], []  # (line, its parts in the batch, the line is its one part)
-    for k, text in enumerate(texts):
-        pieces = text.split(unk_token) if unk_token and unk_token in text else [text]
-        if any(len(p) > ENCODE_SEGMENT_CHARS for p in pieces):
-            continue
-        pieces = [p for p in pieces if p.strip()]
-        batchable.append((k, len(pieces), len(pieces) == 1 and pieces[0] is text))
-        parts.extend(pieces)
-    batch = w["encode_batch"](parts) if parts else []
-    lengths = np.fromiter((len(ids) for ids in batch), dtype=np.int64, count=len(batch))
-    flat = np.fromiter(itertools.chain.from_iterable(batch), dtype=np.int64, count=int(lengths.sum()))
-    ends = np.cumsum(lengths).tolist()
-    whole, in_parts, pos = {}, {}, 0
-    for k, n, alone in batchable:
-        if alone:
-            whole[k] = flat[ends[pos] - len(batch[pos]):ends[pos]]
+    text = block.decode("utf-8")
+    texts = text.split("\n")  # split_block_lines, on the decoded block ("\n" is one byte in UTF-8)
+    if text.endswith("\n"):
+        texts.pop()
+    flat, lengths = _line_ids(texts, stats, truncate)
+    ends = np.cumsum(lengths)
+    starts = (ends - lengths).tolist()
+    # a line of ids is one sentence: [its ids], or [] when it has none
+    events = [BREAK if not t else [flat[s:e]] if e > s else [] for t, s, e in zip(texts, starts, ends.tolist())]
+    kept = np.ones(len(flat), dtype=bool)  # the ids truncation leaves
+    for k in np.flatnonzero(lengths > max_body).tolist():  # the long sentences
+        arr = events[k][0]
+        if truncate:
+            stats["long_sentences_truncated"] += 1
+            # exact when encoding stopped early: count what was encoded beyond the limit
+            stats["tokens_truncated"] += len(arr) - max_body
+            events[k] = [arr[:max_body]]
+            kept[starts[k] + max_body:starts[k] + len(arr)] = False
         else:
-            in_parts[k] = batch[pos:pos + n]
-        pos += n
-    for k, text in enumerate(texts):
-        if not text:
-            events.append(BREAK)
-            continue
-        stats["sentences_in"] += 1
-        arr = whole.get(k)
-        if arr is None:
-            known = iter(in_parts[k]) if k in in_parts else None
-            arr = np.asarray(encode_text(text, stats, limit=max_body if truncate else None,
-                                         encode=None if known is None else lambda part: next(known)),
-                             dtype=np.int64)
-        if not len(arr):
-            stats["empty_after_encoding"] += 1
-            events.append([])
-            continue
-        if len(arr) > max_body:
-            if truncate:
-                stats["long_sentences_truncated"] += 1
-                # exact when encoding stopped early: count what was encoded beyond the limit
-                stats["tokens_truncated"] += len(arr) - max_body
-                parts = [arr[:max_body]]
-            else:
-                parts = split_ids(arr, max_body, w["is_start"])
-                stats["long_sentences_split"] += 1
-                stats["extra_lines_from_splitting"] += len(parts) - 1
-        else:
-            parts = [arr]
-        for part in parts:
-            all_ids.append(part)
-            stats["sentences"] += 1
-            stats["tokens"] += len(part)
-        events.append(parts)
-    if all_ids:
-        counts = np.bincount(np.concatenate(all_ids), minlength=w["n"])
-        stats["unk"] = int(counts[w["unk_ids"]].sum())
-    else:
-        counts = np.zeros(w["n"], dtype=np.int64)
+            events[k] = split_ids(arr, max_body, w["is_start"])
+            stats["long_sentences_split"] += 1
+            stats["extra_lines_from_splitting"] += len(events[k]) - 1
+    with_ids = int(np.count_nonzero(lengths))
+    stats["sentences_in"] = sum(1 for t in texts if t)
+    stats["empty_after_encoding"] = stats["sentences_in"] - with_ids
+    stats["sentences"] = with_ids + stats["extra_lines_from_splitting"]
+    stats["tokens"] = len(flat) - stats["tokens_truncated"]
+    counts = np.bincount(flat[kept], minlength=w["n"])
+    stats["unk"] = int(counts[w["unk_ids"]].sum())
     return events, counts, stats
 
 

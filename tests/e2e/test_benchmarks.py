@@ -130,6 +130,18 @@ def test_report_and_plots_from_results(monkeypatch, tmp_path):
     assert "| SimCSE-unsup | — | 30.0 / 41.2 | 31.0 / 47.8 | — | 48 |" in text and "`h2` (replacing" in text
 
 
+def test_binarizer_lines_give_the_encoders_overhead_when_measured(monkeypatch, tmp_path):
+    """BENCHMARKS §5: the encoder's time over sentencepiece's own, from runs that measured it."""
+    report = bench_module("report", monkeypatch, tmp_path)
+    b = json.loads((BENCH / "results" / "bench_preprocess.json").read_text())["binarizers"]
+    b.pop("encoder_over_sentencepiece", None)
+    assert not any("sentencepiece's own batch" in line for line in report.binarizers_lines(b))
+    b["encoder_over_sentencepiece"] = {"mb": 10.0, "seconds": {"encoder": 0.682, "sentencepiece": 0.498},
+                                       "ratio": 1.37}
+    (line,) = [line for line in report.binarizers_lines(b) if "sentencepiece's own batch" in line]
+    assert "on 10.0 MB" in line and "took 1.37x" in line and "(0.682 s against 0.498 s" in line
+
+
 #: results/ in git holds summaries (full logs go to the ignored benchmarks/runs/)
 RESULTS_FILE_LIMIT = 100 * 1024
 

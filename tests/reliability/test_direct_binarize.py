@@ -163,6 +163,13 @@ def test_pieces_with_whitespace_map_as_fairseq_reads_their_text():
     want = d.encode_line(" ".join(pieces[i] for i in ids), add_if_not_exist=False, append_eos=False)
     assert m.ids(ids).tolist() == want.tolist()
     assert m.replaced.tolist() == [0, 0, 0, 1, 0, 0]
+    # a block's lines packed at once: each line's ids, then </s>, in fairseq's dtype
+    lines = [ids, ids[:2], ids[:0], np.array([5, 0], dtype=np.int64)]
+    for m in (m, direct_binarize.IdMap(["a", "b", "c", "zz", "<unk>", "c"], d)):  # with and without such pieces
+        rows = [np.append(m.ids(line), d.eos()) for line in lines]
+        data, sizes = m.pack(lines)
+        assert data == np.concatenate(rows).astype(m.dtype).tobytes() and sizes == [len(r) for r in rows]
+    assert m.pack([]) == (b"", [])
 
 
 def test_clear_prepare_direct_and_fairseq_write_the_same_data_bin(tmp_path):

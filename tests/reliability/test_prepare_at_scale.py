@@ -284,29 +284,64 @@ def test_punkts_training_and_spans_with_remembered_token_facts_are_nltks():
 
 # ---- the batched encoder --------------------------------------------------------------
 
+def _line_by_line(encode, lines, max_body, truncate):
+    """The encoder's contract, one line at a time: encode_text, then the long sentences split or cut."""
+    w = encode._WORKER
+    stats, events, kept = dict.fromkeys(encode.STAT_KEYS, 0), [], []
+    for line in lines:
+        if not line:
+            events.append(None)
+            continue
+        stats["sentences_in"] += 1
+        ids = np.asarray(encode.encode_text(line, stats, limit=max_body if truncate else None), dtype=np.int64)
+        if not len(ids):
+            stats["empty_after_encoding"] += 1
+            events.append([])
+            continue
+        parts = [ids]
+        if len(ids) > max_body and truncate:
+            stats["long_sentences_truncated"] += 1
+            stats["tokens_truncated"] += len(ids) - max_body
+            parts = [ids[:max_body]]
+        elif len(ids) > max_body:
+            parts = encode.split_ids(ids, max_body, w["is_start"])
+            stats["long_sentences_split"] += 1
+            stats["extra_lines_from_splitting"] += len(parts) - 1
+        stats["sentences"] += len(parts)
+        stats["tokens"] += sum(map(len, parts))
+        kept += parts
+        events.append(parts)
+    counts = np.bincount(np.concatenate(kept) if kept else np.zeros(0, dtype=np.int64), minlength=w["n"])
+    stats["unk"] = int(counts[w["unk_ids"]].sum())
+    return events, counts, stats
+
+
 def test_encoding_a_block_in_one_batch_is_line_by_line_encoding(spm_dir):
     """encode_lines hands the tokenizer one batch per block (the parts around <unk> markers too),
-    and gives each line the ids, counts and statistics of encode_text line by line."""
+    and gives each line the ids, counts and statistics of encode_text line by line, with or without
+    markers and very long lines in the block."""
     from fairseq_clear.preprocessing import encode
 
-    lines = ["", "<unk>", "<unk> <unk>", "a <unk>", "<unk> b", "   ", "x" * 25_000, "word " * 5000 + "<unk> end",
-             "a\u3000b <unk>\tc", "", *synthetic_sentences(50, seed=1)]
-    block = ("\n".join(lines) + "\n").encode("utf-8")
-    for mode in ("split", "truncate"):
-        encode._init_worker(str(spm_dir / "sentencepiece.model"), 30, mode, "<unk>")
-        batches = []
-        batch = encode._WORKER["encode_batch"]
-        encode._WORKER["encode_batch"] = lambda texts: batches.append(len(texts)) or batch(texts)
-        events, counts, stats = encode.encode_lines(block)
-        assert len(batches) == 1 and batches[0] >= 50, batches
-        want = dict.fromkeys(stats, 0)
-        for line, event in zip(lines, events):
-            if not line:
-                continue
-            ids = encode.encode_text(line, want, limit=30 if mode == "truncate" else None)
-            got = np.concatenate(event).tolist() if event else []
-            assert got == (ids[:30] if mode == "truncate" else ids), line[:40]
-        assert stats["unk_markers"] == want["unk_markers"] and stats["very_long_words_cut"] == want["very_long_words_cut"]
+    plain = ["", *synthetic_sentences(30, seed=3), "   ", "", " ".join(synthetic_sentences(8, seed=4)), "\u3000 x"]
+    marked = ["", "<unk>", "<unk> <unk>", "a <unk>", "<unk> b", "   ", "x" * 25_000, "word " * 5000 + "<unk> end",
+              "a\u3000b <unk>\tc", "", *synthetic_sentences(50, seed=1)]
+    seen = dict.fromkeys(encode.STAT_KEYS, 0)  # what the blocks exercised
+    for lines in (plain, marked, plain[1:], ["", ""], ["   "]):
+        block = ("\n".join(lines) + "\n").encode("utf-8")
+        for mode in ("split", "truncate"):
+            encode._init_worker(str(spm_dir / "sentencepiece.model"), 30, mode, "<unk>")
+            batches = []
+            batch = encode._WORKER["encode_batch"]
+            encode._WORKER["encode_batch"] = lambda texts: batches.append(len(texts)) or batch(texts)
+            events, counts, stats = encode.encode_lines(block)
+            assert len(batches) <= 1 and (lines is not marked or batches[0] >= 50), batches
+            encode._WORKER["encode_batch"] = batch
+            want_events, want_counts, want = _line_by_line(encode, lines, 30, mode == "truncate")
+            assert [e if e is None else [p.tolist() for p in e] for e in events] == \
+                [e if e is None else [p.tolist() for p in e] for e in want_events]
+            assert stats == want and counts.tolist() == want_counts.tolist()
+            seen = {k: seen[k] + want[k] for k in seen}
+    assert all(seen.values()), seen
 
 
 # ---- the read-back check in constant memory ----------------------------------------------
