@@ -3,6 +3,7 @@
 import argparse
 import importlib
 import json
+import statistics
 import sys
 
 import pytest
@@ -508,23 +509,68 @@ def test_beyond_clear_quality_rows_add_one_option_and_its_table_replaces_only_it
 
 
 @pytest.mark.bench_smoke
-def test_distill_student_table_judges_the_goal_on_the_distilled_student(monkeypatch, tmp_path):
+def test_distill_student_table_judges_the_goal_on_the_distilled_student(monkeypatch, tmp_path, capsys):
     bench = bench_module("bench_distill_student", monkeypatch, tmp_path)
     row = lambda sts, rate, speedup, layers=2: {"layers": layers, "sts": sts, "sts_b": sts + 1,  # noqa: E731
                                                 "sentences_per_s": rate, "speedup": speedup}
-    result = {"command": "python x.py", "machine": {"date": "today"}, "loadavg_before": [1.0], "speed_sentences": 10,
-              "settings": {"seed": 1, "updates": 150, "repeats": 3}, "train_minutes": {"distilled": 9.0, "simcse": 5.0},
-              "arms": {a: {"updates": 150, "threads": 1, "parallel": False} for a in ("simcse", "distilled")},
-              "rows": {"teacher": row(78.9, 100.0, 1.0, 6), "student, distilled": row(74.0, 290.0, 2.9)},
-              "goal": {"sts": 74.0, "speedup": 2.9, "met": False}}
+
+    def run(seed, sts, minutes=9.0, speedup=2.9, **settings):
+        result = {"command": "python x.py", "machine": {"date": "today"}, "loadavg_before": [1.0],
+                  "speed_sentences": 10, "settings": {"seed": seed, "updates": 150, "repeats": 3, **settings},
+                  "train_minutes": {"distilled": minutes, "simcse": 5.0},
+                  "arms": {a: {"updates": 150, "threads": 1, "parallel": False} for a in ("simcse", "distilled")},
+                  "rows": {"teacher": row(78.9, 100.0, 1.0, 6), "student, distilled (KL)": row(sts, 290.0, speedup)}}
+        result["seeds"] = bench.seed_runs([result])
+        result["goal"] = bench.judge(result["seeds"], speedup)
+        return result
+
+    result = run(1, 74.0)
     text = bench.markdown(result)
-    assert "| student, distilled | 2 | 74.00 | 75.00 | 290 | 2.90 |" in text
-    assert "74.00 at 2.90x -> not met." in text and text.endswith(f"<!-- {bench.MARK}: end -->")
+    assert "| student, distilled (KL) | 2 | 74.00 | 75.00 | 290 | 2.90 |" in text
+    assert "74.00 at 2.90x, 9.0 minutes of training -> not met." in text
+    assert text.endswith(f"<!-- {bench.MARK}: end -->")
     assert "teacher's terms: 1.80x the SimCSE-unsup student's" in text  # 9 / 5 minutes at equal updates
-    assert "distilled 9.0 (150 updates, 1 thread)" in text
+    assert "distilled 9.0 (150 updates, 1 thread)" in text and "on each seed" not in text
+    assert bench.judge(run(1, 75.5)["seeds"], 2.9)["met"]
+    assert not bench.judge(run(1, 75.5, minutes=61.0)["seeds"], 2.9)["met"]  # past the hour of training
+    assert not bench.judge(run(1, 75.5, speedup=2.4)["seeds"], 2.4)["met"]
+    assert not bench.judge(run(1, 75.5, minutes=None)["seeds"], 2.9)["met"]  # a training time not recorded
     # an arm reused from another invocation (other updates or threads): no ratio from the minutes
     result["arms"]["distilled"] = {"updates": 250, "threads": 2, "parallel": False}
     result["arms"]["simcse"]["threads"] = None
     text = bench.markdown(result)
     assert "1.80x" not in text and "their minutes give no cost per update" in text
     assert "distilled 9.0 (250 updates, 2 threads), simcse 5.0 (150 updates, threads not recorded)" in text
+
+    # other seeds: the goal on the mean, the slowest student and the longest training
+    result, others = run(1, 75.5), {"s2.json": run(2, 74.1, minutes=10.0, speedup=2.8), "s3.json": run(3, 76.0)}
+    bench.check_seed_results(result["settings"], others)
+    result["seeds"] = bench.seed_runs([result, *others.values()])
+    result["goal"] = goal = bench.judge(result["seeds"], 2.9)
+    assert goal["sts"] == pytest.approx((75.5 + 74.1 + 76.0) / 3) and goal["lowest"] == 74.1 and goal["n"] == 3
+    assert goal["sd"] == pytest.approx(statistics.stdev([75.5, 74.1, 76.0])) and goal["met"]
+    assert (goal["speedup"], goal["minutes"]) == (2.8, 10.0)
+    text = bench.markdown(result)
+    assert "| 2 | 74.10 | 75.10 | 10.0 | 2.80 |" in text and "| 3 | 76.00 | 77.00 | 9.0 | 2.90 |" in text
+    assert (f"{goal['sts']:.2f} ± {goal['sd']:.2f} (mean ± sd of 3 seeds, lowest 74.10) at 2.80x (the slowest), "
+            "10.0 minutes of training (the longest) -> met.") in text
+    others["s3.json"]["rows"]["student, distilled (KL)"]["sts"] = 70.0
+    assert not bench.judge(bench.seed_runs([result, *others.values()]), 2.9)["met"]  # mean 73.2
+    # runs that are not other seeds of the same settings are refused, naming the file
+    refused = {"updates": run(2, 75.0, updates=300), "seed": run(1, 75.0), "student": run(2, 75.0)}
+    del refused["student"]["rows"]["student, distilled (KL)"]
+    for what, bad in {"its updates differ": refused["updates"], "seed 1 is also this run's": refused["seed"],
+                      "no distilled student": refused["student"]}.items():
+        with pytest.raises(ValueError, match=f"--seed-results bad.json: .*{what}"):
+            bench.check_seed_results(result["settings"], {"bad.json": bad})
+    # on the command line, before any training: one error line naming the file
+    (tmp_path / "sentences.txt").write_text("a sentence of six words here\n", encoding="utf-8")
+    cli = {"layers": 2, "batch_size": 64, "distill_lr": "the recipe's", "distill_args": "", "training_threads": 1,
+           "training_sentences": 1}  # the command line's below, but for its 150 updates
+    (tmp_path / "bad.json").write_text(json.dumps(run(2, 75.0, **cli, **{"updates": 300})), encoding="utf-8")
+    for argv, said in ((["--seed-results", str(tmp_path / "missing.json")], "missing.json: no such file"),
+                       (["--seed-results", str(tmp_path / "bad.json")], "bad.json: its updates differ"),
+                       (["--arms", "simcse", "--seed-results", str(tmp_path / "bad.json")], "no distilled student")):
+        with pytest.raises(SystemExit):
+            bench.main(["--work", str(tmp_path), *argv])
+        assert said in capsys.readouterr().err
