@@ -177,6 +177,8 @@ def check_seed_results(settings, others):
     another seed with this run's ``settings`` (those of :data:`SAME_SETTINGS`)."""
     seen = {settings["seed"]: "this run"}
     for path, run in others.items():
+        if not isinstance(run, dict) or not {"settings", "rows", "train_minutes"} <= run.keys():
+            raise ValueError(f"--seed-results {path}: not a result of this script")
         differ = [k for k in SAME_SETTINGS if run["settings"].get(k) != settings.get(k)]
         if differ:
             raise ValueError(f"--seed-results {path}: its {', '.join(differ)} differ from this run's")
@@ -273,9 +275,12 @@ def main(argv=None):
                 "repeats": args.repeats, "threads": 1}
     others = {}
     for path in args.seed_results:  # checked before any training: a bad file costs nothing
-        if not Path(path).is_file():
+        try:
+            others[path] = common.read_json(path)
+        except FileNotFoundError:
             p.error(f"--seed-results {path}: no such file")
-        others[path] = common.read_json(path)
+        except ValueError as e:  # (json's errors are ValueErrors)
+            p.error(f"--seed-results {path}: not a result of this script ({e})")
     if others and "distilled" not in arms:
         p.error("--seed-results: this run trains no distilled student (--arms)")
     try:

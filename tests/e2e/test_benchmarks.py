@@ -568,7 +568,11 @@ def test_distill_student_table_judges_the_goal_on_the_distilled_student(monkeypa
     cli = {"layers": 2, "batch_size": 64, "distill_lr": "the recipe's", "distill_args": "", "training_threads": 1,
            "training_sentences": 1}  # the command line's below, but for its 150 updates
     (tmp_path / "bad.json").write_text(json.dumps(run(2, 75.0, **cli, **{"updates": 300})), encoding="utf-8")
+    (tmp_path / "cut.json").write_text('{"settings": {', encoding="utf-8")
+    with pytest.raises(ValueError, match="--seed-results other.json: not a result of this script"):
+        bench.check_seed_results(result["settings"], {"other.json": {"settings": {}}})
     for argv, said in ((["--seed-results", str(tmp_path / "missing.json")], "missing.json: no such file"),
+                       (["--seed-results", str(tmp_path / "cut.json")], "cut.json: not a result of this script"),
                        (["--seed-results", str(tmp_path / "bad.json")], "bad.json: its updates differ"),
                        (["--arms", "simcse", "--seed-results", str(tmp_path / "bad.json")], "no distilled student")):
         with pytest.raises(SystemExit):
