@@ -330,6 +330,20 @@ def binarizers_lines(b):
                  + " of the direct runs; 10x allows them at most " + ", ".join(
                      f"{f((ids[('fairseq', w)] - 10 * ids[('direct', w)]) / 9, 1)} s" for w in ws)
                  + " (below zero: out of reach even if they took none).")
+    ceiling = b.get("machine_scaling")
+    if ceiling:  # runs before it was measured have none
+        secs = ceiling["seconds"]
+        lines.append(f"  The machine's own speed-up for the encoder's work in {ceiling['workers']} processes that pass "
+                     f"nothing between them (no merging, no writing; the blocks of the 1-worker run's sentences dealt "
+                     f"out, best of 3): {f(ceiling['speedup'], 2)}x ({f(secs['1'], 3)} s in one process, "
+                     f"{f(secs[str(ceiling['workers'])], 3)} s in {ceiling['workers']}): the most the workers' scaling "
+                     "above can reach on this machine.")
+    best = [r for r in b["runs"] if r.get("best_of")]
+    if best:
+        lines.append("  The direct runs are each the best of " + ", ".join(sorted({str(r["best_of"]["runs"]) for r in best}))
+                     + " (wall time; all of them: " + "; ".join(
+                         f"{r['workers']} worker(s) " + ", ".join(f"{f(x, 2)} s" for x in r["best_of"]["seconds"])
+                         for r in best) + ").")
     enc = b.get("encoder_over_sentencepiece")
     if enc:  # runs before it was measured have none
         lines.append(f"  The direct encoder's worker (encode, split, count, map, pack) on {f(enc['mb'], 1)} MB of the "

@@ -142,6 +142,25 @@ def _mp_context():
     return multiprocessing.get_context("fork" if "fork" in methods else "spawn")
 
 
+@contextmanager
+def paused_gc():
+    """Python's cycle collector off for a block of work (restored after). A block's work makes many
+    containers (a list per line) and frees them by reference counting; the collector, triggered by
+    their allocation, would walk them again and again, more the larger the block."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _call_without_gc(fn: Callable, item):
+    with paused_gc():
+        return fn(item)
+
+
 def ordered_parallel_map(
     fn: Callable,
     items: Iterable,
@@ -160,7 +179,8 @@ def ordered_parallel_map(
         if initializer is not None:
             initializer(*initargs)
         for item in items:
-            yield fn(item)
+            result = _call_without_gc(fn, item)
+            yield result
         return
     max_in_flight = max_in_flight or 3 * workers
     # forked workers share this process's objects copy-on-write; frozen, their garbage collector
@@ -170,7 +190,7 @@ def ordered_parallel_map(
     try:
         pending = collections.deque()
         for item in items:
-            pending.append(pool.apply_async(fn, (item,)))
+            pending.append(pool.apply_async(_call_without_gc, (fn, item)))
             if len(pending) >= max_in_flight:
                 yield pending.popleft().get()
         while pending:

@@ -36,7 +36,9 @@ WORD_START = "\u2581"
 #: joins pieces across a space, so the result is the same, without building a lattice
 #: over megabytes of text.
 ENCODE_SEGMENT_CHARS = 20_000
-ENCODE_BLOCK_BYTES = 256 << 10
+#: The encoder's unit of work (a worker's task): large enough that passing it and its result between
+#: processes costs little against encoding it (BENCHMARKS §5 times the encode step at 1 and 2 workers).
+ENCODE_BLOCK_BYTES = 1 << 20
 #: Sampled training sentences are cut to this length (at a space): a few huge lines
 #: would otherwise dominate the sample and sentencepiece's training time.
 SAMPLE_MAX_CHARS = 2000
@@ -126,11 +128,13 @@ def sample_lines(path: str, size: int, seed: int, unk_token: str = "", workers: 
 
 def train_sentencepiece(sent_path: str, model_path: str, vocab_size: int, model_type: str,
                         sample_size: int, seed: int, character_coverage: float,
-                        unk_token: str, threads: int, work_dir: str) -> Dict:
-    """Train a sentencepiece model on a sample of ``sent_path``; writes ``model_path`` atomically."""
+                        unk_token: str, workers: int, work_dir: str, threads: int = 16) -> Dict:
+    """Train a sentencepiece model on a sample of ``sent_path`` (drawn in ``workers`` processes), in
+    ``threads`` of its trainer; writes ``model_path`` atomically. The model depends on ``threads``
+    (the trainer's work is split by it), not on ``workers`` or the machine."""
     import sentencepiece as spm
 
-    sample = sample_lines(sent_path, sample_size, seed, unk_token, threads)
+    sample = sample_lines(sent_path, sample_size, seed, unk_token, workers)
     if not sample:
         raise PrepareError(f"no training sentences in '{sent_path}' to train sentencepiece on")
     sample_path = os.path.join(work_dir, "spm_sample.txt")
@@ -148,7 +152,7 @@ def train_sentencepiece(sent_path: str, model_path: str, vocab_size: int, model_
             # ids fixed as fairseq/XLM-R expect: fairseq id = spm id + 1
             unk_id=0, bos_id=1, eos_id=2, pad_id=-1,
             hard_vocab_limit=False,  # small corpora: a smaller vocabulary instead of an error
-            num_threads=max(1, threads),
+            num_threads=threads,
             input_sentence_size=0,  # the sample above is the whole input
             max_sentence_length=4 * SAMPLE_MAX_CHARS + 16,  # bytes
             minloglevel=2,
@@ -167,6 +171,7 @@ def train_sentencepiece(sent_path: str, model_path: str, vocab_size: int, model_
         "vocab_size": sp.get_piece_size(),
         "sample_sentences": len(sample),
         "character_coverage": character_coverage,
+        "threads": threads,
     }
 
 
@@ -385,6 +390,9 @@ def encode_into(sink, worker, init, sent_path: str, model_path: str, max_body: i
     totals: Dict[str, int] = {k: 0 for k in STAT_KEYS}
     counts = None
     size = os.path.getsize(sent_path)
+    # no more processes than blocks: a file of one block (a small valid split) is encoded in this
+    # process, without starting a pool that would have nothing to share
+    workers = max(1, min(workers, -(-size // ENCODE_BLOCK_BYTES)))
     started = time.time()
     with LoggedProgress(size, desc, unit="B", log=logger, enabled=enabled_progress) as bar, sink as out:
 

@@ -74,6 +74,7 @@ DEFAULTS = dict(
     vocab_size=32000,
     model_type="unigram",
     spm_sample_size=1_000_000,
+    spm_threads=16,
     character_coverage=0.9999,
     tokenizer_from=None,
     tokens_per_sample=512,
@@ -151,6 +152,11 @@ def add_args(parser: argparse.ArgumentParser):
     g.add_argument("--spm-sample-size", type=int, default=DEFAULTS["spm_sample_size"],
                    help="training sentences sampled (uniformly, in the workers) to train sentencepiece "
                    "on (default: %(default)s)")
+    g.add_argument("--spm-threads", type=int, default=DEFAULTS["spm_threads"],
+                   help="threads of sentencepiece's trainer (its own default, %(default)s). The model "
+                   "depends on this number (how the trainer splits its work), so it is its own option, "
+                   "not --workers: the same corpus gives the same model at any --workers and on any "
+                   "machine (default: %(default)s)")
     g.add_argument("--character-coverage", type=float, default=DEFAULTS["character_coverage"],
                    help="sentencepiece character coverage; rarer characters become <unk> "
                    "(default: %(default)s)")
@@ -203,7 +209,7 @@ def add_args(parser: argparse.ArgumentParser):
 
 
 BINARIZERS = ("direct", "fairseq")
-SENTENCEPIECE_OPTIONS = ("vocab_size", "model_type", "spm_sample_size", "character_coverage")
+SENTENCEPIECE_OPTIONS = ("vocab_size", "model_type", "spm_sample_size", "spm_threads", "character_coverage")
 
 
 def _validate(opts: Dict):
@@ -221,6 +227,8 @@ def _validate(opts: Dict):
         raise PrepareError(f"--tokens-per-sample must be >= 3, got {opts['tokens_per_sample']}")
     if opts["spm_sample_size"] < 1:
         raise PrepareError(f"--spm-sample-size must be >= 1, got {opts['spm_sample_size']}")
+    if opts["spm_threads"] < 1:
+        raise PrepareError(f"--spm-threads must be >= 1, got {opts['spm_threads']}")
     if not 0 < opts["character_coverage"] <= 1:
         raise PrepareError(f"--character-coverage must be in (0, 1], got {opts['character_coverage']}")
     for name in ("valid_size", "test_size"):
@@ -419,13 +427,13 @@ class Pipeline:
             model_path = self.path("sentencepiece.model")
             spm_fp = fingerprint("spm", split_source["train"][1], o["vocab_size"], o["model_type"],
                                  o["spm_sample_size"], o["seed"], o["character_coverage"],
-                                 o["unk_token"])
+                                 o["unk_token"], o["spm_threads"])
             spm_stats = self.run_step(
                 "spm", spm_fp,
                 lambda: encode_mod.train_sentencepiece(
                     split_source["train"][0], model_path, o["vocab_size"], o["model_type"],
                     o["spm_sample_size"], o["seed"], o["character_coverage"], o["unk_token"],
-                    self.workers, self.work),
+                    self.workers, self.work, o["spm_threads"]),
                 [model_path])
 
         # 5. encode

@@ -621,12 +621,24 @@ def iter_documents(path: str) -> Iterator[List[str]]:
         yield doc
 
 
+def _empty_lines(block: bytes) -> List[int]:
+    """Where the empty lines of a block that starts at a line start are."""
+    found = [0] if block.startswith(b"\n") else []
+    at = block.find(b"\n\n")
+    while at >= 0:
+        found.append(at + 1)
+        at = block.find(b"\n\n", at + 1)
+    return found
+
+
 def carve_splits(all_path: str, n_docs: int, sizes: Dict[str, float], seed: int,
-                 out_paths: Dict[str, str]) -> Dict:
+                 out_paths: Dict[str, str], block_bytes: int = CHUNK_BYTES) -> Dict:
     """Move randomly chosen whole documents of ``all_path`` into valid/test files.
 
     ``sizes``: split → a fraction (< 1) of the documents or a number of documents.
-    Only the chosen document indices are held in memory.
+    Only the chosen document indices are held in memory. The file is copied in blocks, a document's
+    bytes at a time (not a line at a time): the documents :func:`iter_documents` reads, each split's
+    joined by one blank line.
     """
     import random
 
@@ -654,13 +666,24 @@ def carve_splits(all_path: str, n_docs: int, sizes: Dict[str, float], seed: int,
     from contextlib import ExitStack
 
     with ExitStack() as stack:
-        outs = {s: stack.enter_context(atomic_write(out_paths[s])) for s in counts}
-        for i, doc in enumerate(iter_documents(all_path)):
-            split = owner.get(i, "train")
-            c = counts[split]
-            if c["documents"]:
-                outs[split].write("\n")
-            outs[split].write("\n".join(doc) + "\n")
-            c["documents"] += 1
-            c["sentences"] += len(doc)
+        outs = {s: stack.enter_context(atomic_write(out_paths[s], "wb")) for s in counts}
+        doc, started = 0, False  # the document the next bytes belong to; whether it has any yet
+        for block in read_blocks(all_path, block_bytes):
+            if not block.endswith(b"\n"):  # the file's last line, without its end
+                block += b"\n"
+            view, pos = memoryview(block), 0
+            for end in _empty_lines(block) + [len(block)]:
+                if end > pos:  # lines of document ``doc``
+                    split = owner.get(doc, "train")
+                    c = counts[split]
+                    if not started:
+                        if c["documents"]:
+                            outs[split].write(b"\n")
+                        c["documents"] += 1
+                        started = True
+                    outs[split].write(view[pos:end])
+                    c["sentences"] += block.count(b"\n", pos, end)
+                if end < len(block) and started:  # a blank line ends the document
+                    doc, started = doc + 1, False
+                pos = end + 1
     return counts

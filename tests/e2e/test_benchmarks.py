@@ -132,7 +132,8 @@ def test_report_and_plots_from_results(monkeypatch, tmp_path):
 
 
 def test_binarizer_lines_give_the_encoders_overhead_when_measured(monkeypatch, tmp_path):
-    """BENCHMARKS §5: the encoder's time over sentencepiece's own, from runs that measured it."""
+    """BENCHMARKS §5: the encoder's time over sentencepiece's own, the machine's own speed-up for the
+    encoder's work in 2 processes and the direct runs' best of N, from runs that measured them."""
     report = bench_module("report", monkeypatch, tmp_path)
     b = json.loads((BENCH / "results" / "bench_preprocess.json").read_text())["binarizers"]
     b.pop("encoder_over_sentencepiece", None)
@@ -141,6 +142,17 @@ def test_binarizer_lines_give_the_encoders_overhead_when_measured(monkeypatch, t
                                        "ratio": 1.37}
     (line,) = [line for line in report.binarizers_lines(b) if "sentencepiece's own batch" in line]
     assert "on 10.0 MB" in line and "took 1.37x" in line and "(0.682 s against 0.498 s" in line
+    # the machine's own ceiling for the workers' scaling, and the direct runs' best of N, when measured
+    b.pop("machine_scaling", None)
+    for r in b["runs"]:
+        r.pop("best_of", None)
+    assert not any("machine's own" in line or "best of 2" in line for line in report.binarizers_lines(b))
+    b["machine_scaling"] = {"workers": 2, "blocks": 10, "seconds": {"1": 3.2, "2": 1.778}, "speedup": 1.8}
+    b["runs"][0]["best_of"] = {"runs": 2, "seconds": [30.81, 31.5], "corpus_steps_seconds": [19.48, 20.0]}
+    (line,) = [line for line in report.binarizers_lines(b) if "machine's own" in line]
+    assert "in 2 processes" in line and ": 1.80x (3.200 s in one process, 1.778 s in 2)" in line
+    (line,) = [line for line in report.binarizers_lines(b) if "best of 2" in line]
+    assert "30.81 s, 31.50 s" in line
 
 
 #: results/ in git holds summaries (full logs go to the ignored benchmarks/runs/)

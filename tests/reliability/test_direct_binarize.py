@@ -8,6 +8,7 @@ make directly are byte-identical to fairseq's binarizer on the text of pieces th
 tests/e2e/test_preprocess.py), and the counts agree.
 """
 
+import os
 import sys
 from pathlib import Path
 
@@ -114,10 +115,13 @@ def _fairseq_reference(sent, model, dict_path, out, workers):
 
 @pytest.mark.parametrize("workers", [1, 2])
 @pytest.mark.parametrize("kind", ["sentencepiece", "gpt2", "bert", "xlmr"])
-def test_direct_is_byte_identical_to_fairseqs_binarizer(tokenizers, tmp_path, kind, workers):
+def test_direct_is_byte_identical_to_fairseqs_binarizer(tokenizers, tmp_path, kind, workers, monkeypatch):
     from fairseq_clear.preprocessing import direct_binarize, encode
 
+    if workers > 1:  # blocks for the workers to share (a file of one block is encoded in this process)
+        monkeypatch.setattr(encode, "ENCODE_BLOCK_BYTES", 4096)
     sent, found = tokenizers
+    assert os.path.getsize(sent) > 3 * 4096
     model = found[kind]
     if kind == "sentencepiece":
         dict_path = tmp_path / "dict.txt"

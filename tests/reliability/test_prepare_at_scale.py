@@ -132,6 +132,26 @@ def _record_workers(monkeypatch):
     return used
 
 
+def test_the_encoder_starts_no_more_workers_than_the_file_has_blocks(spm_dir, tmp_path, monkeypatch):
+    """A split of one block (a small valid file) is encoded in this process; a larger one by at most
+    one worker per block; the files are the same."""
+    from fairseq_clear.preprocessing import direct_binarize, encode
+
+    used = _record_workers(monkeypatch)
+    sent = tmp_path / "s.sent"
+    sent.write_text("\n".join(synthetic_sentences(400, 2)) + "\n", encoding="utf-8")
+    size = sent.stat().st_size
+    written = {}
+    for block, workers in ((1 << 20, 4), (size // 3 + 1, 4), (size // 3 + 1, 2)):
+        monkeypatch.setattr(encode, "ENCODE_BLOCK_BYTES", block)
+        prefix = tmp_path / f"{block}-{workers}"
+        direct_binarize.encode_file(str(sent), str(prefix), str(spm_dir / "sentencepiece.model"), 30, "split", "",
+                                    workers, False)
+        written[block, workers] = (Path(f"{prefix}.bin").read_bytes(), Path(f"{prefix}.idx").read_bytes())
+    assert used == [1, 3, 2]
+    assert len(set(written.values())) == 1
+
+
 def test_pairs_and_multitask_encode_in_workers_and_write_the_same_files(spm_dir, tmp_path, monkeypatch):
     from multitask_helpers import write_glue
 
@@ -378,6 +398,116 @@ def _as_sampled(line, unk):
         cut = line.rfind(" ", 0, 2000)
         line = line[:cut if cut > 0 else 2000]
     return line
+
+
+def _carve_by_lines(path, owner, out_dir):
+    """The carve step's reference: each document as iter_documents reads it (line by line), written
+    to its split's file, a blank line between two documents of a split."""
+    from fairseq_clear.preprocessing.text import iter_documents
+
+    texts, counts = {}, {}
+    for i, doc in enumerate(iter_documents(str(path))):
+        split = owner.get(i, "train")
+        texts.setdefault(split, []).append("\n".join(doc) + "\n")
+        c = counts.setdefault(split, {"documents": 0, "sentences": 0})
+        c["documents"] += 1
+        c["sentences"] += len(doc)
+    return {s: "\n".join(t).encode("utf-8") for s, t in texts.items()}, counts
+
+
+def test_carving_in_blocks_writes_what_carving_document_by_document_wrote(tmp_path, monkeypatch):
+    """The carve step copies each document's bytes from blocks of the file; its splits are the
+    documents a line-by-line reading gives, wherever the blocks end: inside a line's document, on the
+    blank line between two, at a run of blank lines or blank lines first, and at a last line without
+    its end."""
+    import random
+
+    from fairseq_clear.preprocessing import text
+
+    rng = random.Random(3)
+    docs = [[f"d{i} s{j} {'é' * rng.randint(0, 3)}{' x' * rng.randint(0, 30)}\r" * (j % 2) + f"end {i}.{j}"
+             for j in range(rng.randint(1, 6))] for i in range(300)]
+    well_formed = "\n\n".join("\n".join(d) for d in docs) + "\n"
+    odd = "\n\n" + "\n\n\n".join("\n".join(d) for d in docs[:50]) + "\n \n" + "last line"  # runs of blanks
+    picked = {}
+    real_sample = random.Random.sample
+
+    def recording(self, population, k):  # the documents carve_splits picks, for the reference
+        got = real_sample(self, population, k)
+        picked["chosen"] = got
+        return got
+
+    monkeypatch.setattr(random.Random, "sample", recording)
+    for name, content, n_docs in (("well", well_formed, 300), ("odd", odd, 51)):
+        path = tmp_path / f"{name}.sent"
+        path.write_text(content, encoding="utf-8")
+        for block_bytes, sizes in ((7, {"valid": 0.1, "test": 3}), (64, {"valid": 5}), (1 << 20, {"test": 0.2})):
+            outs = {s: str(tmp_path / f"{name}-{block_bytes}-{s}.sent") for s in ["train"] + list(sizes)}
+            counts = text.carve_splits(str(path), n_docs, sizes, 1, outs, block_bytes=block_bytes)
+            chosen, owner, at = picked["chosen"], {}, 0
+            for split, size in sizes.items():
+                k = int(round(size * n_docs)) if size < 1 else int(size)
+                owner.update(dict.fromkeys(chosen[at:at + k], split))
+                at += k
+            want, want_counts = _carve_by_lines(path, owner, tmp_path)
+            assert counts == want_counts and counts["train"]["documents"] > 0
+            for split, out in outs.items():
+                assert Path(out).read_bytes() == want[split], (name, block_bytes, split)
+    assert b" x\rend " in (tmp_path / "well-7-train.sent").read_bytes()  # the bytes are copied as they are
+
+
+def _gc_state(item):
+    import gc
+
+    if item == "raise":
+        raise ValueError(item)
+    return gc.isenabled()
+
+
+def test_parallel_map_runs_each_item_with_the_cycle_collector_paused_and_restores_it():
+    """The workers' blocks run with Python's cycle collector off (it walked every line's list again and
+    again); the collector is back on between items in this process, and after an error."""
+    import gc
+
+    from fairseq_clear.preprocessing.common import ordered_parallel_map
+
+    assert gc.isenabled()
+    for workers in (1, 2):
+        states = []
+        for paused in ordered_parallel_map(_gc_state, range(5), workers):
+            states.append((paused, gc.isenabled()))
+        assert states == [(False, True)] * 5
+        with pytest.raises(ValueError, match="raise"):
+            list(ordered_parallel_map(_gc_state, [1, "raise"], workers))
+        assert gc.isenabled()
+
+
+def test_sentencepiece_model_is_the_same_at_any_workers_and_its_threads_are_an_option(tmp_path):
+    """The spm step trains the same model at --workers 1 and 2. sentencepiece's trainer splits its work
+    by its thread count (the pieces' scores, hence their ids, depend on it), so that count is
+    --spm-threads (sentencepiece's default, 16), not --workers; and it is in the step's fingerprint."""
+    import sentencepiece as spm
+
+    from fairseq_clear.preprocessing import encode, pipeline
+
+    sent = tmp_path / "train.sent"
+    sent.write_text("\n".join(synthetic_sentences(1500, 1)) + "\n", encoding="utf-8")
+
+    def model(workers, **threads):
+        path = tmp_path / f"w{workers}-{threads}.model"
+        stats = encode.train_sentencepiece(str(sent), str(path), 300, "unigram", 10_000, 1, 0.9999, "",
+                                           workers, str(tmp_path), **threads)
+        sp = spm.SentencePieceProcessor(model_file=str(path))
+        return stats.get("threads"), [(sp.id_to_piece(i), sp.get_score(i)) for i in range(sp.get_piece_size())]
+
+    one, two = model(1), model(2)
+    assert one[1] == two[1]
+    assert one[0] == two[0] == pipeline.DEFAULTS["spm_threads"] == 16
+    assert model(2, threads=1)[1] != one[1]  # the thread count is what decides: an option, fingerprinted
+    args = pipeline.add_args(__import__("argparse").ArgumentParser()).parse_args(["in.txt", "out"])
+    assert args.spm_threads == 16 and "spm_threads" in pipeline.SENTENCEPIECE_OPTIONS
+    with pytest.raises(pipeline.PrepareError, match="^--spm-threads must be >= 1, got 0$"):
+        pipeline.prepare([str(sent)], str(tmp_path / "out"), spm_threads=0)
 
 
 def test_sentencepieces_sample_is_random_sample_of_the_candidates_whatever_the_workers_or_blocks(
