@@ -268,12 +268,14 @@ def encoder_overhead(folder: Path, repeats: int = 3):
             "ratio": round(best["encoder"] / best["sentencepiece"], 2)}
 
 
-def machine_scaling(folder: Path, workers: int, repeats: int = 3):
+def machine_scaling(folder: Path, workers: int, repeats: int = 5):
     """What ``workers`` processes can gain on this machine for the encoder's work, with nothing
     between them: the blocks of ``folder``'s sentences through ``direct_binarize.encode_block_ids`` in
     one process, then dealt out to ``workers`` forked processes that each encode their share and pass
-    nothing back (no merging, no writing). Best of ``repeats``: the ceiling of the encode step's
-    speed-up, against which the pipeline's own is read."""
+    nothing back (no merging, no writing). ``repeats`` rounds, each timing the two back to back; the
+    speed-up is the median of the rounds' ratios (a shared host's noise comes and goes: two timings close
+    in time share it, the best of each may come from different moments). The ceiling of the encode
+    step's speed-up, against which the pipeline's own is read."""
     from fairseq_clear.preprocessing import direct_binarize, encode, text
 
     direct_binarize.init_worker(str(folder / "sentencepiece.model"), 510, "split", "<unk>")
@@ -299,9 +301,16 @@ def machine_scaling(folder: Path, workers: int, repeats: int = 3):
                 os.waitpid(pid, 0)
         return time.perf_counter() - start
 
-    best = {n: min(timed(n) for _ in range(repeats)) for n in (1, workers)}
-    return {"workers": workers, "blocks": len(blocks), "seconds": {str(n): round(v, 3) for n, v in best.items()},
-            "speedup": round(best[1] / best[workers], 2)}
+    times = {1: [], workers: []}
+    for _ in range(repeats):
+        for n in times:
+            times[n].append(timed(n))
+    ratios = sorted(a / b for a, b in zip(times[1], times[workers]))
+    median = {n: sorted(v)[len(v) // 2] for n, v in times.items()}
+    return {"workers": workers, "blocks": len(blocks), "repeats": repeats,
+            "seconds": {str(n): round(v, 3) for n, v in median.items()},
+            "all_seconds": {str(n): [round(x, 3) for x in v] for n, v in times.items()},
+            "speedup": round(ratios[len(ratios) // 2], 2)}
 
 
 def bench_binarizers(raw_files, work: Path, mb: float, workers_list, vocab_size: int, memory_scale: int,

@@ -335,9 +335,9 @@ def binarizers_lines(b):
         secs = ceiling["seconds"]
         lines.append(f"  The machine's own speed-up for the encoder's work in {ceiling['workers']} processes that pass "
                      f"nothing between them (no merging, no writing; the blocks of the 1-worker run's sentences dealt "
-                     f"out, best of 3): {f(ceiling['speedup'], 2)}x ({f(secs['1'], 3)} s in one process, "
-                     f"{f(secs[str(ceiling['workers'])], 3)} s in {ceiling['workers']}): the most the workers' scaling "
-                     "above can reach on this machine.")
+                     f"out; the median of {ceiling.get('repeats', 3)} rounds' ratios): {f(ceiling['speedup'], 2)}x (median "
+                     f"{f(secs['1'], 3)} s in one process, {f(secs[str(ceiling['workers'])], 3)} s in {ceiling['workers']}): "
+                     "about the most the workers' scaling above can reach on this machine at the time of the run.")
     best = [r for r in b["runs"] if r.get("best_of")]
     if best:
         lines.append("  The direct runs are each the best of " + ", ".join(sorted({str(r["best_of"]["runs"]) for r in best}))

@@ -36,6 +36,7 @@ import common  # noqa: E402
 
 CLEAR_ROW = "MLM+del-span+reorder"  # the best CLEAR row of quality.json (equal updates)
 GOAL_ESIMCSE = 1.0
+UPDATES = 200  # the quality benchmark's
 WRITEUP = HERE / "12_beyond_clear.md"
 MARK = "beyond-clear-quality"
 
@@ -83,7 +84,8 @@ def run_once(cfg, name, spec, seed, updates):
     kind, extra, mult = spec
     key = {"variant": name, "args": [str(a) for a in extra], "seed": seed, "updates": updates,
            "batch_size": cfg["batch_size"]}
-    path = common.RUNS / "beyond_clear_quality" / f"{name.replace(' ', '_')}.s{seed}.json"
+    path = common.RUNS / "beyond_clear_quality" / (f"{name.replace(' ', '_')}.s{seed}"
+                                                   + ("" if updates == UPDATES else f".u{updates}") + ".json")
     if path.is_file() and common.read_json(path)["key"] == key:
         return common.read_json(path)["result"]
     result = bench_quality.run_variant(cfg, name, spec, seed, None, updates, do_glue=False)
@@ -91,10 +93,10 @@ def run_once(cfg, name, spec, seed, updates):
     return result
 
 
-def markdown(result):
+def markdown(result, mark=MARK):
     """The generated table of the write-up: STS avg per row (mean ± std over seeds), its cost, the goals."""
     table, seeds = result["table"], result["settings"]["seeds"]
-    lines = [f"<!-- {MARK}: begin (written by benchmarks/studies/bench_beyond_clear_quality.py) -->",
+    lines = [f"<!-- {mark}: begin (written by benchmarks/studies/bench_beyond_clear_quality.py) -->",
              "Command: " + ", then ".join(f"`{c}`" for c in result["commands"]) + f" ({result['machine']['date']}, load average "
              f"{result['loadavg_before'][0]:.1f} before; {len(seeds)} seeds, {result['settings']['updates']} updates "
              f"of {result['settings']['batch_size']} sentences). STS avg: SimCSE protocol, 7 tasks, mean ± std over "
@@ -110,7 +112,7 @@ def markdown(result):
     for g in result["goals"].values():
         lines.append(f"| {g['a']} ({g['a_pooling']}) vs {g['b']} ({g['b_pooling']}) | {g['difference']:+.2f} | "
                      f"+{g['goal']:g} | {g['outside_spread']} | {'met' if g['met'] else 'not met'} |")
-    lines.append(f"<!-- {MARK}: end -->")
+    lines.append(f"<!-- {mark}: end -->")
     return "\n".join(lines)
 
 
@@ -154,15 +156,20 @@ def plot(result, out_png):
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--seeds", default="1,2,3")
-    p.add_argument("--updates", type=int, default=200)
+    p.add_argument("--updates", type=int, default=UPDATES,
+                   help="updates per run (default: %(default)s, the quality benchmark's; another number is a study "
+                   "of its own: its own --out, and its own table in the write-up)")
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--rows", help="';'-separated row names (default: all)")
     p.add_argument("--jobs", type=int, default=1)
-    p.add_argument("--out", default=str(common.RESULTS / "beyond_clear_quality.json"))
+    p.add_argument("--out", help="default: benchmarks/results/beyond_clear_quality.json, or "
+                   "beyond_clear_quality_N_updates.json for --updates N other than the default")
     p.add_argument("--no-writeup", action="store_true", help="do not rewrite 12_beyond_clear.md's table")
     p.add_argument("--merge", action="store_true", help="keep the earlier full result's runs of other rows and "
                    "seeds (e.g. to add rows: --merge --rows NAME)")
     args = p.parse_args(argv)
+    suffix = "" if args.updates == UPDATES else f"_{args.updates}_updates"
+    args.out = args.out or str(common.RESULTS / f"beyond_clear_quality{suffix}.json")
     started, commands = time.time(), []
     data = common.prepare_corpus(common.RUNS / "logs")
     syn = common.RUNS / "data" / "synonyms.json"  # bench_quality's table names it; no row here reads it
@@ -208,10 +215,11 @@ def main(argv=None):
     bench_quality.write_result(args.out, result)
     if table:
         plot(result, Path(args.out).with_suffix(".png"))
-        text = markdown(result)
+        mark = MARK + suffix.replace("_", "-")
+        text = markdown(result, mark)
         print(text)
         if not args.no_writeup:
-            write_markdown(text)
+            write_markdown(text, mark=mark)
     if failures:
         print("FAILED:\n  " + "\n  ".join(failures))
         sys.exit(1)

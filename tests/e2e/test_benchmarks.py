@@ -147,10 +147,11 @@ def test_binarizer_lines_give_the_encoders_overhead_when_measured(monkeypatch, t
     for r in b["runs"]:
         r.pop("best_of", None)
     assert not any("machine's own" in line or "best of 2" in line for line in report.binarizers_lines(b))
-    b["machine_scaling"] = {"workers": 2, "blocks": 10, "seconds": {"1": 3.2, "2": 1.778}, "speedup": 1.8}
+    b["machine_scaling"] = {"workers": 2, "blocks": 10, "repeats": 5, "seconds": {"1": 3.2, "2": 1.778},
+                            "speedup": 1.8}
     b["runs"][0]["best_of"] = {"runs": 2, "seconds": [30.81, 31.5], "corpus_steps_seconds": [19.48, 20.0]}
     (line,) = [line for line in report.binarizers_lines(b) if "machine's own" in line]
-    assert "in 2 processes" in line and ": 1.80x (3.200 s in one process, 1.778 s in 2)" in line
+    assert "in 2 processes" in line and "median of 5 rounds' ratios): 1.80x (median 3.200 s in one process, 1.778 s in 2)" in line
     (line,) = [line for line in report.binarizers_lines(b) if "best of 2" in line]
     assert "30.81 s, 31.50 s" in line
 
@@ -518,6 +519,14 @@ def test_beyond_clear_quality_rows_add_one_option_and_its_table_replaces_only_it
     written = page.read_text(encoding="utf-8")
     assert written.startswith("## 12. heading\n\nprose\n") and written.count(f"{bench.MARK}: begin") == 1
     assert "55.00" in written and "54.00 ±" not in written
+    # a study at other updates: its own block beside the benchmark's, each replaced only by its own
+    mark = bench.MARK + "-600-updates"
+    bench.write_markdown(bench.markdown(result, mark).replace("54.00", "56.00"), page, mark=mark)
+    bench.write_markdown(bench.markdown(result, mark).replace("54.00", "57.00"), page, mark=mark)
+    bench.write_markdown(text.replace("54.00", "58.00"), page)
+    written = page.read_text(encoding="utf-8")
+    assert written.count(f"{mark}: begin") == 1 and written.count(f"{bench.MARK}: begin") == 1
+    assert "57.00" in written and "58.00" in written and "56.00" not in written and "55.00" not in written
 
 
 @pytest.mark.bench_smoke
