@@ -10,6 +10,7 @@ The counts in ``dict.txt`` are the pieces' frequencies in the training split
 """
 
 import bisect
+import io
 import itertools
 import logging
 import os
@@ -20,7 +21,7 @@ from typing import Dict, List, Optional
 import numpy as np
 
 from ..vocabulary import APPENDED_SYMBOLS, FAIRSEQ_SPECIALS
-from ..atomic_files import atomic_write, tmp_name
+from ..atomic_files import atomic_write
 from .common import LoggedProgress, PrepareError, ordered_parallel_map
 from .documents import BREAK, DocumentMerger, render
 from .text import block_spans, read_blocks, split_block_lines
@@ -131,7 +132,7 @@ def train_sentencepiece(sent_path: str, model_path: str, vocab_size: int, model_
                         unk_token: str, workers: int, work_dir: str, threads: int = 16) -> Dict:
     """Train a sentencepiece model on a sample of ``sent_path`` (drawn in ``workers`` processes), in
     ``threads`` of its trainer; writes ``model_path`` atomically. The model depends on ``threads``
-    (the trainer's work is split by it), not on ``workers`` or the machine."""
+    (the trainer's work is split by it), not on ``workers``, the machine or the folder."""
     import sentencepiece as spm
 
     sample = sample_lines(sent_path, sample_size, seed, unk_token, workers)
@@ -141,30 +142,29 @@ def train_sentencepiece(sent_path: str, model_path: str, vocab_size: int, model_
     with atomic_write(sample_path) as f:
         for line in sample:
             f.write(line + "\n")
-    prefix = tmp_name(os.path.join(work_dir, "spm"))
-    try:
-        spm.SentencePieceTrainer.train(
-            input=sample_path,
-            model_prefix=prefix,
-            vocab_size=vocab_size,
-            model_type=model_type,
-            character_coverage=character_coverage,
-            # ids fixed as fairseq/XLM-R expect: fairseq id = spm id + 1
-            unk_id=0, bos_id=1, eos_id=2, pad_id=-1,
-            hard_vocab_limit=False,  # small corpora: a smaller vocabulary instead of an error
-            num_threads=threads,
-            input_sentence_size=0,  # the sample above is the whole input
-            max_sentence_length=4 * SAMPLE_MAX_CHARS + 16,  # bytes
-            minloglevel=2,
-        )
-        os.replace(prefix + ".model", model_path)
-        vocab_path = os.path.splitext(model_path)[0] + ".vocab"
-        os.replace(prefix + ".vocab", vocab_path)
-    finally:
-        for ext in (".model", ".vocab"):
-            if os.path.exists(prefix + ext):
-                os.unlink(prefix + ext)
-    sp = spm.SentencePieceProcessor(model_file=model_path)
+    model = io.BytesIO()
+    # the sample from memory and the model through a writer: the model records no path (a trainer given
+    # files records their names), so the same sample and options give the same bytes in any folder
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(sample),
+        model_writer=model,
+        vocab_size=vocab_size,
+        model_type=model_type,
+        character_coverage=character_coverage,
+        # ids fixed as fairseq/XLM-R expect: fairseq id = spm id + 1
+        unk_id=0, bos_id=1, eos_id=2, pad_id=-1,
+        hard_vocab_limit=False,  # small corpora: a smaller vocabulary instead of an error
+        num_threads=threads,
+        input_sentence_size=0,  # the sample above is the whole input
+        max_sentence_length=4 * SAMPLE_MAX_CHARS + 16,  # bytes
+        minloglevel=2,
+    )
+    sp = spm.SentencePieceProcessor(model_proto=model.getvalue())
+    with atomic_write(os.path.splitext(model_path)[0] + ".vocab") as f:  # what spm_train writes beside it
+        for i in range(sp.get_piece_size()):
+            f.write(f"{sp.id_to_piece(i)}\t{sp.get_score(i):g}\n")
+    with atomic_write(model_path, "wb") as f:
+        f.write(model.getvalue())
     return {
         "model_type": model_type,
         "vocab_size_requested": vocab_size,

@@ -494,15 +494,22 @@ def test_sentencepiece_model_is_the_same_at_any_workers_and_its_threads_are_an_o
     sent.write_text("\n".join(synthetic_sentences(1500, 1)) + "\n", encoding="utf-8")
 
     def model(workers, **threads):
-        path = tmp_path / f"w{workers}-{threads}.model"
+        folder = tmp_path / f"w{workers}-{threads}"  # each its own folder
+        folder.mkdir()
+        path = folder / "sentencepiece.model"
         stats = encode.train_sentencepiece(str(sent), str(path), 300, "unigram", 10_000, 1, 0.9999, "",
-                                           workers, str(tmp_path), **threads)
+                                           workers, str(folder), **threads)
         sp = spm.SentencePieceProcessor(model_file=str(path))
         return stats.get("threads"), [(sp.id_to_piece(i), sp.get_score(i)) for i in range(sp.get_piece_size())]
 
     one, two = model(1), model(2)
     assert one[1] == two[1]
     assert one[0] == two[0] == pipeline.DEFAULTS["spm_threads"] == 16
+    # byte for byte: the model records no path of the folder it was trained in
+    for name in ("sentencepiece.model", "sentencepiece.vocab"):
+        assert (tmp_path / "w1-{}" / name).read_bytes() == (tmp_path / "w2-{}" / name).read_bytes(), name
+    vocab = (tmp_path / "w1-{}" / "sentencepiece.vocab").read_text(encoding="utf-8").splitlines()
+    assert vocab == [f"{p}\t{s:g}" for p, s in one[1]] and not list((tmp_path / "w1-{}").glob(".*"))
     assert model(2, threads=1)[1] != one[1]  # the thread count is what decides: an option, fingerprinted
     args = pipeline.add_args(__import__("argparse").ArgumentParser()).parse_args(["in.txt", "out"])
     assert args.spm_threads == 16 and "spm_threads" in pipeline.SENTENCEPIECE_OPTIONS
