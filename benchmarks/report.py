@@ -332,12 +332,15 @@ def binarizers_lines(b):
                  + " (below zero: out of reach even if they took none).")
     ceiling = b.get("machine_scaling")
     if ceiling:  # runs before it was measured have none
-        secs = ceiling["seconds"]
-        lines.append(f"  The machine's own speed-up for the encoder's work in {ceiling['workers']} processes that pass "
-                     f"nothing between them (no merging, no writing; the blocks of the 1-worker run's sentences dealt "
-                     f"out; the median of {ceiling.get('repeats', 3)} rounds' ratios): {f(ceiling['speedup'], 2)}x (median "
-                     f"{f(secs['1'], 3)} s in one process, {f(secs[str(ceiling['workers'])], 3)} s in {ceiling['workers']}): "
-                     "about the most the workers' scaling above can reach on this machine at the time of the run.")
+        secs, n = ceiling["seconds"], str(ceiling["workers"])
+        rounds = sorted(a / b for a, b in zip(*(ceiling["all_seconds"][k] for k in ("1", n)))) \
+            if "all_seconds" in ceiling else []
+        lines.append(f"  The machine's own speed-up for the encoder's work in {n} processes that pass nothing between "
+                     f"them (no merging, no writing; the blocks of the 1-worker run's sentences dealt out; the median of "
+                     f"{ceiling.get('repeats', 3)} rounds' ratios): {f(ceiling['speedup'], 2)}x (median {f(secs['1'], 3)} s "
+                     f"in one process, {f(secs[n], 3)} s in {n}"
+                     + (f"; the rounds from {f(rounds[0], 2)}x to {f(rounds[-1], 2)}x" if rounds else "")
+                     + "): what the host gave two processes during the run, the yardstick for the scaling above.")
     best = [r for r in b["runs"] if r.get("best_of")]
     if best:
         lines.append("  The direct runs are each the best of " + ", ".join(sorted({str(r["best_of"]["runs"]) for r in best}))

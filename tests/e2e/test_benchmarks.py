@@ -147,11 +147,12 @@ def test_binarizer_lines_give_the_encoders_overhead_when_measured(monkeypatch, t
     for r in b["runs"]:
         r.pop("best_of", None)
     assert not any("machine's own" in line or "best of 2" in line for line in report.binarizers_lines(b))
-    b["machine_scaling"] = {"workers": 2, "blocks": 10, "repeats": 5, "seconds": {"1": 3.2, "2": 1.778},
-                            "speedup": 1.8}
+    b["machine_scaling"] = {"workers": 2, "blocks": 10, "repeats": 3, "seconds": {"1": 3.2, "2": 1.778},
+                            "all_seconds": {"1": [3.2, 3.0, 3.6], "2": [1.778, 2.0, 1.5]}, "speedup": 1.8}
     b["runs"][0]["best_of"] = {"runs": 2, "seconds": [30.81, 31.5], "corpus_steps_seconds": [19.48, 20.0]}
     (line,) = [line for line in report.binarizers_lines(b) if "machine's own" in line]
-    assert "in 2 processes" in line and "median of 5 rounds' ratios): 1.80x (median 3.200 s in one process, 1.778 s in 2)" in line
+    assert "in 2 processes" in line and "median of 3 rounds' ratios): 1.80x (median 3.200 s in one process, 1.778 s in 2" in line
+    assert "the rounds from 1.50x to 2.40x)" in line
     (line,) = [line for line in report.binarizers_lines(b) if "best of 2" in line]
     assert "30.81 s, 31.50 s" in line
 
