@@ -153,7 +153,7 @@ def add_args(parser: argparse.ArgumentParser):
                    help="training sentences sampled (uniformly, in the workers) to train sentencepiece "
                    "on (default: %(default)s)")
     g.add_argument("--spm-threads", type=int, default=DEFAULTS["spm_threads"],
-                   help="threads of sentencepiece's trainer (its own default, %(default)s). The model "
+                   help="threads of sentencepiece's trainer, 1..1024 (its own default, %(default)s). The model "
                    "depends on this number (how the trainer splits its work), so it is its own option, "
                    "not --workers: the same corpus gives the same model at any --workers and on any "
                    "machine (default: %(default)s)")
@@ -209,6 +209,7 @@ def add_args(parser: argparse.ArgumentParser):
 
 
 BINARIZERS = ("direct", "fairseq")
+SPM_MAX_THREADS = 1024  # sentencepiece's trainer refuses more (trainer_interface.cc), after the steps before it
 SENTENCEPIECE_OPTIONS = ("vocab_size", "model_type", "spm_sample_size", "spm_threads", "character_coverage")
 
 
@@ -227,8 +228,9 @@ def _validate(opts: Dict):
         raise PrepareError(f"--tokens-per-sample must be >= 3, got {opts['tokens_per_sample']}")
     if opts["spm_sample_size"] < 1:
         raise PrepareError(f"--spm-sample-size must be >= 1, got {opts['spm_sample_size']}")
-    if opts["spm_threads"] < 1:
-        raise PrepareError(f"--spm-threads must be >= 1, got {opts['spm_threads']}")
+    if not 1 <= opts["spm_threads"] <= SPM_MAX_THREADS:
+        raise PrepareError(f"--spm-threads must be in 1..{SPM_MAX_THREADS} (sentencepiece's limit), "
+                           f"got {opts['spm_threads']}")
     if not 0 < opts["character_coverage"] <= 1:
         raise PrepareError(f"--character-coverage must be in (0, 1], got {opts['character_coverage']}")
     for name in ("valid_size", "test_size"):

@@ -513,8 +513,11 @@ def test_sentencepiece_model_is_the_same_at_any_workers_and_its_threads_are_an_o
     assert model(2, threads=1)[1] != one[1]  # the thread count is what decides: an option, fingerprinted
     args = pipeline.add_args(__import__("argparse").ArgumentParser()).parse_args(["in.txt", "out"])
     assert args.spm_threads == 16 and "spm_threads" in pipeline.SENTENCEPIECE_OPTIONS
-    with pytest.raises(pipeline.PrepareError, match="^--spm-threads must be >= 1, got 0$"):
-        pipeline.prepare([str(sent)], str(tmp_path / "out"), spm_threads=0)
+    for bad in (0, 1025):  # sentencepiece's trainer takes 1..1024, and would say so only after the steps before it
+        with pytest.raises(pipeline.PrepareError, match=rf"^--spm-threads must be in 1\.\.1024 \(sentencepiece's "
+                           rf"limit\), got {bad}$"):
+            pipeline.prepare([str(sent)], str(tmp_path / "out"), spm_threads=bad)
+    assert not (tmp_path / "out").exists()  # refused before anything was written
 
 
 def test_sentencepieces_sample_is_random_sample_of_the_candidates_whatever_the_workers_or_blocks(
