@@ -25,6 +25,14 @@ from typing import Optional
 import torch
 
 
+#: MASTERS_NOTE: under --fp16/--bf16 the model, so its copy, holds fp16/bf16 weights, in which the
+#: momentum's step (1 - m)·(θ - θ_m) is mostly below half a unit in the last place and would be
+#: rounded away (bf16, m = 0.995: the average moved a tenth of the way); the average is kept in fp32,
+#: as fairseq's own EMA does (``ema_fp32``), and the encoder's weights are its rounding. Checkpoints
+#: hold the fp32 average, so a resume continues it exactly.
+LOW_PRECISION = (torch.float16, torch.bfloat16)
+
+
 def _at_least_fp32(x: torch.Tensor) -> torch.Tensor:
     # fp16/bf16 vectors are queued in fp32 (as the loss compares them); a float64 model's stay float64
     return x.to(torch.promote_types(x.dtype, torch.float32))
@@ -41,6 +49,7 @@ class MomentumQueue:
         self.keys: Optional[torch.Tensor] = None
         self.teacher: Optional[torch.Tensor] = None
         self._restored_encoder = None
+        self._masters = {}  # the encoder's fp16/bf16 weight (its data_ptr) -> the fp32 average it rounds
 
     @torch.no_grad()
     def step(self, model):
@@ -51,13 +60,22 @@ class MomentumQueue:
             self.encoder = copy.deepcopy(model).eval()
             for p in self.encoder.parameters():
                 p.requires_grad_(False)
-            if self._restored_encoder is None:
+            restored, self._restored_encoder = self._restored_encoder, None
+            if restored is not None:  # a resumed run: the saved average, moved as the uninterrupted run moves it now
+                self.encoder.load_state_dict(restored)
+            self._masters = {}
+            for name, p in self.encoder.named_parameters():
+                if p.dtype in LOW_PRECISION:  # the average is kept in fp32: see MASTERS_NOTE
+                    saved = None if restored is None else restored.get(name)
+                    self._masters[p.data_ptr()] = (p.detach().float() if saved is None
+                                                   else saved.detach().to(p.device, torch.float32, copy=True))
+            if restored is None:
                 return
-            # a resumed run: the saved average, moved as the uninterrupted run moves it now
-            self.encoder.load_state_dict(self._restored_encoder)
-            self._restored_encoder = None
         for ema, live in zip(self.encoder.parameters(), model.parameters()):
-            ema.mul_(self.momentum).add_(live.detach().to(ema.dtype), alpha=1.0 - self.momentum)
+            master = self._masters.get(ema.data_ptr(), ema)
+            master.mul_(self.momentum).add_(live.detach().to(master.dtype), alpha=1.0 - self.momentum)
+            if master is not ema:
+                ema.copy_(master)
 
     @torch.no_grad()
     def encode(self, src_tokens):
@@ -87,7 +105,11 @@ class MomentumQueue:
             out[prefix + "keys"] = self.keys
         if self.teacher is not None:
             out[prefix + "teacher"] = self.teacher
-        encoder = self.encoder.state_dict() if self.encoder is not None else self._restored_encoder
+        if self.encoder is not None:  # the fp32 average where the encoder's weights are its rounding
+            encoder = {name: self._masters.get(value.data_ptr(), value)
+                       for name, value in self.encoder.state_dict().items()}
+        else:
+            encoder = self._restored_encoder
         for name, value in (encoder or {}).items():
             out[prefix + "encoder." + name] = value
         return out
@@ -103,11 +125,8 @@ class MomentumQueue:
                 setattr(self, name[len(prefix):], value)
             else:
                 encoder[name[len(prefix + "encoder."):]] = value
-        if encoder:
-            if self.encoder is not None:
-                self.encoder.load_state_dict(encoder)
-            else:  # loaded into the model's copy at the first update
-                self._restored_encoder = encoder
+        if encoder:  # loaded into a copy of the model at the next update (its fp32 average kept)
+            self.encoder, self._masters, self._restored_encoder = None, {}, encoder
         return rest
 
     def to(self, device):

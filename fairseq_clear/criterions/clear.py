@@ -124,8 +124,22 @@ class ClearCriterion(FairseqCriterion):
         return state
 
     def load_state_dict(self, state_dict, strict=True, **kwargs):
-        if self.queue is not None:
-            state_dict = self.queue.restore(state_dict, "momentum_queue.")
+        # fairseq's trainer hands a criterion with parameters the checkpoint's criterion entry, which
+        # is None in a checkpoint of a run whose criterion held none (no queue, no distillation map)
+        if state_dict is None:
+            logger.info("the checkpoint holds no criterion state (its run had no --queue-size or distillation "
+                        "map): the momentum queue and the map start fresh")
+            return None
+        queued = {k: v for k, v in state_dict.items() if k.startswith("momentum_queue.")}
+        state_dict = {k: v for k, v in state_dict.items() if k not in queued}
+        if queued and self.queue is None:
+            logger.info("the checkpoint's momentum queue is not used: this run has no --queue-size")
+        elif queued and scope.resetting_optimizer():
+            # like the optimizer's moments, the momentum encoder and the queue are the earlier run's
+            # training state: --reset-optimizer (and --finetune-from-model) start them from this model
+            logger.info("--reset-optimizer: the momentum queue starts empty and its encoder from the model")
+        elif queued:
+            self.queue.restore(queued, "momentum_queue.")
         return super().load_state_dict(state_dict, strict=strict, **kwargs)
 
     # ---- masked LM -------------------------------------------------------------

@@ -248,6 +248,11 @@ class ClearCriterionConfig(FairseqDataclass):
     cpu: bool = II("common.cpu")
 
 
+def field_default(name: str):
+    """The default of one of :class:`ClearCriterionConfig`'s options."""
+    return ClearCriterionConfig.__dataclass_fields__[name].default
+
+
 def runtime_world_size(configured: int) -> int:
     """The data-parallel world size once torch.distributed is up, else the configured one.
 
@@ -357,12 +362,35 @@ def check_config(cfg, task, world_size: int) -> None:
     matryoshka(cfg)
     check_hardness(cfg, task)
     check_distillation(cfg)
-    if not 0 <= cfg.queue_size <= 1_000_000 or not 0.0 <= cfg.queue_momentum < 1.0:  # nan fails too
-        raise ClearCriterionError(f"--queue-size must be in 0..1000000 and --queue-momentum in [0, 1), got "
-                                  f"{cfg.queue_size} and {cfg.queue_momentum}")
-    if not (0.0 <= cfg.sentence_mlm_weight <= 1000.0 and 0.0 < cfg.sentence_mlm_prob <= 1.0):  # nan fails too
-        raise ClearCriterionError(f"--sentence-mlm-weight must be in 0..1000 and --sentence-mlm-prob in (0, 1], got "
-                                  f"{cfg.sentence_mlm_weight} and {cfg.sentence_mlm_prob}")
+    for flag, value, ok, allowed in (  # written so that nan fails too
+            ("--queue-size", cfg.queue_size, 0 <= cfg.queue_size <= 1_000_000, "0..1000000"),
+            ("--queue-momentum", cfg.queue_momentum, 0.0 <= cfg.queue_momentum < 1.0, "[0, 1)"),
+            ("--sentence-mlm-weight", cfg.sentence_mlm_weight, 0.0 <= cfg.sentence_mlm_weight <= 1000.0, "0..1000"),
+            ("--sentence-mlm-prob", cfg.sentence_mlm_prob, 0.0 < cfg.sentence_mlm_prob <= 1.0, "(0, 1]")):
+        if not ok:
+            raise ClearCriterionError(f"{flag} must be in {allowed}, got {value}")
+    if cfg.queue_size > 0 and cfg.gather_negatives == "off" and world_size > 1:
+        # each rank would queue only its own positives: the ranks' queues would differ, and a
+        # checkpoint (rank 0's criterion state) could not resume the others'
+        raise ClearCriterionError(f"--queue-size with --gather-negatives off on {world_size} ranks: each rank would "
+                                  "keep a queue of its own, which a checkpoint cannot restore; use --gather-negatives "
+                                  "auto (the queue then holds every rank's positives)")
+    if cfg.cl_weight == 0:
+        for flag, value in (("--queue-size", cfg.queue_size), ("--matryoshka-dims", cfg.matryoshka_dims),
+                            ("--hardness-mode", "" if str(cfg.hardness_mode) == "off" else cfg.hardness_mode)):
+            if value:
+                raise ClearCriterionError(f"{flag} acts on the contrastive loss, which --cl-weight 0 turns off")
+    unused = [(f"--queue-momentum {cfg.queue_momentum}", "--queue-size", cfg.queue_size > 0,
+               cfg.queue_momentum != field_default("queue_momentum")),
+              (f"--distill-temperature {cfg.distill_temperature}", "--distill-weight", cfg.distill_weight > 0,
+               cfg.distill_temperature != field_default("distill_temperature")),
+              (f"--distill-teacher-temperature {cfg.distill_teacher_temperature}", "--distill-weight",
+               cfg.distill_weight > 0, cfg.distill_teacher_temperature != field_default("distill_teacher_temperature")),
+              (f"--sentence-mlm-prob {cfg.sentence_mlm_prob}", "--sentence-mlm-weight", cfg.sentence_mlm_weight > 0,
+               cfg.sentence_mlm_prob != field_default("sentence_mlm_prob"))]
+    for given, needs, on, changed in unused:
+        if changed and not on:
+            raise ClearCriterionError(f"{given} has no effect without {needs}; give {needs} too, or leave it out")
     if cfg.sentence_mlm_weight > 0 and cfg.cl_weight == 0:
         raise ClearCriterionError("--sentence-mlm-weight predicts the contrastive views' tokens, which --cl-weight 0 "
                                   "does not read")

@@ -9,7 +9,10 @@ In a fairseq-clear run (scope.py), fairseq's ``checkpoint_utils.load_checkpoint(
 2. **safe reading**: fairseq's own loading, with its ``load_checkpoint_to_cpu`` going through
    ``checkpoint_safety.checked`` (``weights_only=True`` whatever the environment asks, CRC-32s,
    and the config checked before fairseq builds anything it names);
-3. **finished runs**: a run already at ``--max-update`` exits 0 with one line. fairseq checks
+3. **the optimizer reset**: while fairseq's ``Trainer.load_checkpoint`` runs, ``scope.resetting_optimizer()``
+   says whether it resets the optimizer (``--reset-optimizer``, ``--finetune-from-model``), so that the
+   criterion's momentum queue, training state like the optimizer's moments, starts fresh too;
+4. **finished runs**: a run already at ``--max-update`` exits 0 with one line. fairseq checks
    ``--max-update`` only after a step, so each restart of a finished run would train one more
    update, and "killed at any moment, same weights" would not hold.
 
@@ -110,5 +113,18 @@ def install():
 
         return load_checkpoint_to_cpu
 
+    def make_trainer_load_checkpoint(fairseq_trainer_load_checkpoint):
+        @functools.wraps(fairseq_trainer_load_checkpoint)
+        def trainer_load_checkpoint(self, filename, reset_optimizer=False, *args, **kwargs):
+            if not scope.active():
+                return fairseq_trainer_load_checkpoint(self, filename, reset_optimizer, *args, **kwargs)
+            with scope.loading_checkpoint(reset_optimizer):
+                return fairseq_trainer_load_checkpoint(self, filename, reset_optimizer, *args, **kwargs)
+
+        return trainer_load_checkpoint
+
+    from fairseq.trainer import Trainer
+
     _patching.replace(checkpoint_utils, "load_checkpoint", make_load_checkpoint)
     _patching.replace(checkpoint_utils, "load_checkpoint_to_cpu", make_load_checkpoint_to_cpu)
+    _patching.replace(Trainer, "load_checkpoint", make_trainer_load_checkpoint)

@@ -45,6 +45,8 @@ _RUN = contextvars.ContextVar("fairseq_clear_run", default=None)
 _COMMAND_RUN: Optional[_Run] = None
 #: what ends every run besides its at_end calls (run.py: fairseq's prefetch threads, the lock)
 _CLEANUP = []
+#: while fairseq's trainer loads a checkpoint: whether it resets the optimizer (checkpoint_loading.py)
+_RESETTING_OPTIMIZER = contextvars.ContextVar("fairseq_clear_resetting_optimizer", default=False)
 
 
 class FixUnavailableError(FairseqClearError, RuntimeError):
@@ -59,6 +61,23 @@ def _current() -> Optional[_Run]:
 def active() -> bool:
     """True inside a fairseq-clear run (or an :func:`entered` block)."""
     return _current() is not None
+
+
+def resetting_optimizer() -> bool:
+    """True while fairseq's trainer loads a checkpoint with its optimizer reset (``--reset-optimizer``;
+    ``--finetune-from-model`` at a run's first start): the components' own training state (the
+    momentum queue) then starts fresh as the optimizer's does."""
+    return _RESETTING_OPTIMIZER.get()
+
+
+@contextlib.contextmanager
+def loading_checkpoint(reset_optimizer: bool):
+    """The block in which fairseq's trainer loads a checkpoint (see :func:`resetting_optimizer`)."""
+    token = _RESETTING_OPTIMIZER.set(bool(reset_optimizer))
+    try:
+        yield
+    finally:
+        _RESETTING_OPTIMIZER.reset(token)
 
 
 def run_config():

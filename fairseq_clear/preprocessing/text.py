@@ -30,6 +30,7 @@ workers classify, clean and split the lines and render their block's output
 ahead by a bounded amount, so memory does not grow with the corpus.
 """
 
+import itertools
 import logging
 import os
 import re
@@ -55,7 +56,6 @@ PUNKT_MAX_CHARS = 20_000
 
 _BOM = b"\xef\xbb\xbf"
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-_SPACE = re.compile(r"\s+")
 _WIKITEXT_MARKER = re.compile(r" @([-,.])@ ")
 _WIKITEXT_NAME = re.compile(r"\.(tokens|raw)(\.|$)")
 
@@ -228,7 +228,7 @@ def clean_line(raw: bytes, fmt: str, invalid_utf8: str, wikitext_markers: str,
     if _CONTROL.search(text):
         text = _CONTROL.sub(" ", text)
         report.add("altered", "control_characters_to_space")
-    text = _SPACE.sub(" ", text).strip()
+    text = " ".join(text.split())  # runs of whitespace (str.isspace, what re's \s matches) -> one space, ends stripped
     if fmt == "wikitext" and wikitext_markers == "join" and "@" in text:
         joined = _WIKITEXT_MARKER.sub(r"\1", text)
         if joined != text:
@@ -325,12 +325,31 @@ def punkt_trainer():
     return trainer
 
 
+#: whitespace other than ' ' that nltk's _get_last_whitespace_index looks for (string.whitespace)
+_OTHER_WHITESPACE = re.compile("[\t\n\r\x0b\x0c]")
+
+
+def _timed_finditer(pattern):
+    """``pattern.finditer`` for one of nltk's patterns: a pattern nltk wraps in its time limit
+    (``nltk.redos``) is run by the regex module directly, under that limit (a TimeoutError past it,
+    as nltk's own), without the wrapper's generator around each match; a plain pattern as it is."""
+    raw = getattr(pattern, "_rx", None)
+    if raw is None:
+        return pattern.finditer
+    from nltk import redos
+
+    timeout = getattr(pattern, "_timeout", getattr(redos, "_UNSET", None))
+    if timeout is getattr(redos, "_UNSET", None):
+        timeout = redos.DEFAULT_TIMEOUT
+    return lambda text: raw.finditer(text, timeout=timeout)
+
+
 def _memo_punkt(params):
     """nltk's ``PunktSentenceTokenizer`` whose decision on each candidate's context (the few words
     around a '.', '?' or '!': ``text_contains_sentbreak``, most of Punkt's time) is remembered: it
     depends on that text and the parameters only, and contexts recur (WikiText's " . The" above
     all), so the sentences are Punkt's exactly, with fewer of its decisions made."""
-    from nltk.tokenize.punkt import PunktSentenceTokenizer, _pair_iter
+    from nltk.tokenize.punkt import PunktSentenceTokenizer
 
     class _MemoPunkt(PunktSentenceTokenizer):
         def text_contains_sentbreak(self, text: str) -> bool:
@@ -341,33 +360,72 @@ def _memo_punkt(params):
                 found = self.memo[text] = super().text_contains_sentbreak(text)
             return found
 
-        def _get_last_whitespace_index(self, text: str) -> int:
-            # nltk's loop over the characters from the end, as one rfind per whitespace character
-            return max(0, max(text.rfind(c) for c in string.whitespace))
+        def tokenize(self, text: str, realign_boundaries: bool = True) -> List[str]:
+            if not realign_boundaries:
+                return super().tokenize(text, realign_boundaries)
+            return [text[s] for s in self._realign_boundaries(text, self._slices_from_text(text))]
+
+        def _slices_from_text(self, text: str) -> List[slice]:
+            # nltk's _match_potential_end_contexts and _slices_from_text in one loop, over its
+            # pattern's matches (nltk's, under nltk's time limit, without the wrapping generator):
+            # each candidate's word starts after the last whitespace between the previous
+            # candidate and it (nltk's _get_last_whitespace_index, as rfind in place); a candidate
+            # whose word overlaps the next one's is not decided, as in nltk
+            finditer = self.finditer
+            others = _OTHER_WHITESPACE.search(text) is not None
+            memo, sentbreak, rfind = self.memo, self.text_contains_sentbreak, text.rfind
+            slices, last_break = [], 0
+            prev, prev_start, prev_stop = None, 0, 0
+            for match in itertools.chain(finditer(text), (None,)):
+                if match is not None:
+                    stop = match.start()
+                    if others:
+                        found = max(rfind(c, prev_stop, stop) for c in string.whitespace)
+                    else:
+                        found = rfind(" ", prev_stop, stop)
+                    start = found + 1 if found > prev_stop else prev_start
+                    if prev is None or prev_stop > start:
+                        prev, prev_start, prev_stop = match, start, stop
+                        continue
+                elif prev is None:
+                    break
+                context = text[prev_start:prev_stop] + prev.group() + prev.group("after_tok")
+                decided = memo.get(context)
+                if decided if decided is not None else sentbreak(context):
+                    slices.append(slice(last_break, prev.end()))
+                    last_break = prev.start("next_tok") if prev.group("next_tok") else prev.end()
+                if match is not None:
+                    prev, prev_start, prev_stop = match, start, stop
+            slices.append(slice(last_break, len(text.rstrip())))
+            return slices
 
         def _realign_boundaries(self, text, slices):
             # nltk's, matching in place (pos, endpos) instead of on a copy of the rest of the text
             # per sentence, which made a paragraph's realignment quadratic in its length
             pattern = self._lang_vars.re_boundary_realignment
             match = getattr(pattern, "_rx", pattern).match  # nltk's pattern (regex), without the timer
-            realign = 0
-            for sentence1, sentence2 in _pair_iter(slices):
+            out, realign = [], 0
+            slices = list(slices)
+            for k, sentence1 in enumerate(slices):
                 sentence1 = slice(sentence1.start + realign, sentence1.stop)
-                if not sentence2:
+                if k + 1 == len(slices):
                     if text[sentence1]:
-                        yield sentence1
+                        out.append(sentence1)
                     continue
+                sentence2 = slices[k + 1]
                 m = match(text, sentence2.start, sentence2.stop)
                 if m:
-                    yield slice(sentence1.start, sentence2.start + len(m.group(0).rstrip()))
+                    out.append(slice(sentence1.start, sentence2.start + len(m.group(0).rstrip())))
                     realign = m.end() - sentence2.start
                 else:
                     realign = 0
                     if text[sentence1]:
-                        yield sentence1
+                        out.append(sentence1)
+            return out
 
     tokenizer = _MemoPunkt(params, token_cls=_memo_token_class())
     tokenizer.memo = {}
+    tokenizer.finditer = _timed_finditer(tokenizer._lang_vars.period_context_re())
     return tokenizer
 
 

@@ -401,7 +401,9 @@ def test_recipe_from_pretrained(hf, fairseq_roberta, tmp_path, mode):
 
 def test_eval_sts_on_imported_minilm_equals_sentence_transformers(tmp_path):
     """clear-eval-sts on the imported all-MiniLM-L6-v2 (mean pooling) equals sentence-transformers'
-    own encode() scored the same way in the same table, within 0.1 (STS-B test Spearman ~82)."""
+    own encode() scored the same way in the same table, within 0.1, on the dev splits (STS-B dev
+    Spearman 86.72, BENCHMARKS.md §5; test is 82.0): half the sentences of the test splits (3,833
+    distinct against 7,558), the same comparison."""
     from fairseq_clear.export.from_hf import import_hf
     from helpers import shared
 
@@ -414,13 +416,14 @@ def test_eval_sts_on_imported_minilm_equals_sentence_transformers(tmp_path):
     import_hf(str(model_dir), str(tmp_path / "minilm"))
     out = tmp_path / "sts.json"
     run_cli([bin_path("clear-eval-sts"), "--checkpoint", tmp_path / "minilm" / "model.pt", "--model", model_dir,
-             "--poolings", "mean", "--tasks", "STS-B,SICK-R", "--align-uniform-split", "none", "--sts-dir", sts,
+             "--poolings", "mean", "--tasks", "STS-B,SICK-R", "--split", "dev", "--align-uniform-split", "none",
+             "--sts-dir", sts,
              "--output", out, "--cpu"])
     models = json.loads(out.read_text())["models"]
     ours, theirs = (next(iter(v.values()))["table"] for v in models.values())
     for task in ("STS-B", "SICK-R"):
         assert abs(ours[task] - theirs[task]) < 0.1, (task, ours, theirs)
-    assert 80 < ours["STS-B"] < 84
+    assert 86.2 < ours["STS-B"] < 87.2
 
 
 def test_same_size_dictionary_of_another_tokenizer_is_refused_by_fairseq_train(imported, tmp_path):

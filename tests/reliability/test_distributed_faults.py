@@ -144,3 +144,32 @@ def test_contrastive_problem_across_update_freq_on_two_ranks(small_data, tmp_pat
                                       max_update=1, batch_size=16)), check=False, timeout=600)
     assert bad.returncode != 0 and "--accumulate-contrastive with several ranks needs --ddp-backend legacy_ddp" \
         in bad.stdout
+
+
+def test_two_ranks_resume_from_rank_0s_checkpoint_bit_exactly(tiny_data, tmp_path):
+    """fairseq reads a checkpoint on rank 0 and sends it to the others (broadcast_object), whose
+    torch.load (weights_only on torch >= 2.6) refused its config (a DictConfig): every run on 2 ranks
+    failed to resume. Now a 2-rank run with a momentum queue restarted from its update-2 checkpoint
+    logs the uninterrupted run's losses and ends with its weights, queue and momentum encoder, bit
+    for bit (the queue holds both ranks' positives, equal on both)."""
+    import shutil
+
+    from harness.runs import by_update, load_state
+
+    def command(save):
+        return torchrun(train_args(tiny_data, save, "--distributed-backend", "gloo", "--ddp-backend", "legacy_ddp",
+                                   "--queue-size", "12", "--save-interval-updates", "2", max_update=4, batch_size=4))
+
+    straight = run_cli(command(tmp_path / "straight"), timeout=600)
+    (tmp_path / "resumed").mkdir()
+    shutil.copy(tmp_path / "straight" / "checkpoint_1_2.pt", tmp_path / "resumed" / "checkpoint_last.pt")
+    resumed = run_cli(command(tmp_path / "resumed"), timeout=600)
+    assert "Weights only load failed" not in resumed.stdout
+    assert "(epoch 1 @ 2 updates)" in resumed.stdout, resumed.stdout[-3000:]
+    a, b = by_update(logged(straight.stdout)), by_update(logged(resumed.stdout))
+    assert sorted(b) == [3, 4] and all(b[u]["loss"] == a[u]["loss"] for u in (3, 4)), (a, b)
+    ends = [load_state(tmp_path / name / "checkpoint_last.pt") for name in ("straight", "resumed")]
+    assert ends[0]["criterion"]["momentum_queue.vectors"].shape[0] == 12
+    for part in ("model", "criterion"):
+        assert ends[0][part].keys() == ends[1][part].keys()
+        assert all(torch.equal(ends[0][part][k], ends[1][part][k]) for k in ends[0][part]), part

@@ -49,13 +49,15 @@ def test_what_the_plugin_replaces_in_fairseq_is_this_list():
     assert _patching.replaced() == sorted([
         "fairseq.checkpoint_utils.PathManager", "fairseq.checkpoint_utils.load_checkpoint",
         "fairseq.checkpoint_utils.load_checkpoint_to_cpu", "fairseq.checkpoint_utils.torch_persistent_save",
-        "fairseq.checkpoint_utils.verify_checkpoint_directory", "fairseq.distributed.utils.call_main",
+        "fairseq.checkpoint_utils.verify_checkpoint_directory", "fairseq.distributed.utils.broadcast_object",
+        "fairseq.distributed.utils.call_main",
         "fairseq.logging.progress_bar.progress_bar",
         "fairseq.models.distributed_fairseq_model.DistributedDataParallel",
         "fairseq.models.distributed_fairseq_model.DistributedTimeoutWrapper",
         "fairseq.nan_detector.NanDetector.add_hooks",
         "fairseq.optim.fp16_optimizer._FP16OptimizerMixin.load_state_dict",
-        "fairseq.optim.fp16_optimizer._FP16OptimizerMixin.state_dict", "fairseq.trainer.Trainer.train_step",
+        "fairseq.optim.fp16_optimizer._FP16OptimizerMixin.state_dict", "fairseq.trainer.Trainer.load_checkpoint",
+        "fairseq.trainer.Trainer.train_step",
         "fairseq_cli.train.convert_namespace_to_omegaconf",
     ])
 
@@ -331,7 +333,7 @@ def pretend_fairseq(monkeypatch):
 
 def test_on_the_release_they_were_written_for_every_fix_is_installed(pretend_fairseq):
     assert pretend_fairseq(_version.installed_fairseq_version()) == []
-    assert len(_patching.replaced()) == 14
+    assert len(_patching.replaced()) == 16
     with scope.entered():
         assert scope.active()
 

@@ -5,6 +5,7 @@ with --accumulate-contrastive), and the queue and momentum encoder survive a sav
 SIGKILL of fairseq-train (the 2-rank check: test_momentum_queue_ranks.py)."""
 
 import math
+import re
 
 import criterion_helpers as ch
 import pytest
@@ -221,8 +222,101 @@ def test_fairseq_train_resumes_a_run_with_a_queue_exactly(tiny_data, tmp_path):
     assert all(torch.equal(moments[0][k], moments[1][k]) for k in moments[0])
 
 
+def test_a_queue_starts_from_a_checkpoint_without_one_and_fresh_when_fine_tuning(tiny_data, tmp_path):
+    """--finetune-from-model (the recipes' start) from a checkpoint whose criterion held nothing: the
+    queue and the distillation map start fresh (fairseq's trainer handed them None and the run stopped);
+    from a checkpoint with a queue: --finetune-from-model resets the optimizer, and the queue and its
+    momentum encoder start fresh with it, where a resume keeps them."""
+    from harness.runs import load_state
+    from helpers import train_args
+
+    def run(save, *extra):
+        out, rc, _ = _forked_run(train_args(tiny_data, save, *extra, max_update=1, batch_size=8))
+        assert rc == 0, out[-3000:]
+        return out
+
+    run(tmp_path / "plain")
+    plain = tmp_path / "plain" / "checkpoint_last.pt"
+    assert load_state(plain)["criterion"] is None
+    out = run(tmp_path / "queued", "--finetune-from-model", plain, "--queue-size", "20")
+    assert "the checkpoint holds no criterion state" in out
+    queued = load_state(tmp_path / "queued" / "checkpoint_last.pt")["criterion"]
+    assert queued["momentum_queue.vectors"].shape[0] == 8
+    out = run(tmp_path / "again", "--finetune-from-model", tmp_path / "queued" / "checkpoint_last.pt",
+              "--queue-size", "20")
+    assert "--reset-optimizer: the momentum queue starts empty" in out
+    again = load_state(tmp_path / "again" / "checkpoint_last.pt")["criterion"]
+    assert again["momentum_queue.vectors"].shape[0] == 8  # this run's batch only, not 8 + 8
+    out = run(tmp_path / "queued", "--queue-size", "20", "--max-update", "2")  # a resume keeps the queue
+    assert "the momentum queue starts empty" not in out
+    assert load_state(tmp_path / "queued" / "checkpoint_last.pt")["criterion"]["momentum_queue.vectors"].shape[0] == 16
+
+
 def test_a_momentum_that_never_moves_is_refused_at_start_up(setup):
     from fairseq_clear.criterions.clear import ClearCriterionError
 
-    with pytest.raises(ClearCriterionError, match=r"--queue-momentum in \[0, 1\), got 8 and 1.0"):
+    with pytest.raises(ClearCriterionError, match=r"^--queue-momentum must be in \[0, 1\), got 1.0$"):
         ch.criterion(setup, queue_momentum=1.0)
+
+
+@pytest.mark.parametrize("changes,message", [
+    ({"queue_size": 0, "queue_momentum": 0.9}, "--queue-momentum 0.9 has no effect without --queue-size; give --queue-size too"),
+    ({"distill_temperature": 0.1}, "--distill-temperature 0.1 has no effect without --distill-weight"),
+    ({"distill_teacher_temperature": 0.1}, "--distill-teacher-temperature 0.1 has no effect without --distill-weight"),
+    ({"sentence_mlm_prob": 0.2}, "--sentence-mlm-prob 0.2 has no effect without --sentence-mlm-weight"),
+    ({"queue_size": 8, "cl_weight": 0.0}, "--queue-size acts on the contrastive loss, which --cl-weight 0 turns off"),
+    ({"queue_size": 0, "matryoshka_dims": "8", "cl_weight": 0.0}, "--matryoshka-dims acts on the contrastive loss"),
+    ({"queue_size": 0, "hardness_mode": "in_batch_negatives", "hardness_strength": 5.0, "cl_weight": 0.0},
+     "--hardness-mode acts on the contrastive loss"),
+    ({"queue_size": 8, "gather_negatives": "off", "world_size": 2, "ddp_backend": "legacy_ddp"},
+     "--queue-size with --gather-negatives off on 2 ranks: each rank would keep a queue of its own"),
+])
+def test_an_option_that_would_do_nothing_or_split_the_queue_is_refused(setup, changes, message):
+    """Options the run would ignore (their feature is off) and a queue each rank would keep apart
+    (which rank 0's checkpoint could not restore on the others) are refused at start-up, named."""
+    from fairseq_clear.criterions.clear import ClearCriterionError
+
+    with pytest.raises(ClearCriterionError, match=re.escape(message)):
+        ch.criterion(setup, **changes)
+
+
+def test_under_bf16_the_momentum_average_is_kept_in_fp32_and_resumes_exactly():
+    """A bf16 model moved by small steps: each (1 - m)·(θ - θ_m) of its momentum encoder is mostly below
+    half a bf16 unit, so an average kept in bf16 moved 30% of the way; it is kept in fp32 (the encoder's
+    weights its rounding), saved as such, and a restored queue continues it bit for bit."""
+    from fairseq_clear.momentum_queue import MomentumQueue
+
+    torch.manual_seed(0)
+    net = torch.nn.Linear(32, 32).to(torch.bfloat16)
+    queue, m = MomentumQueue(4, 0.995), 0.995
+    queue.step(net)  # the copy
+    start = [p.detach().double() for p in queue.encoder.parameters()]
+    exact = [s.clone() for s in start]
+    for k in range(60):
+        with torch.no_grad():
+            for p in net.parameters():
+                p.add_(0.0005)
+        queue.step(net)
+        exact = [m * e + (1 - m) * p.detach().double() for e, p in zip(exact, net.parameters())]
+        if k == 29:
+            saved = {n: v.clone() for n, v in queue.state("q.").items()}
+            snapshot = [p.detach().clone() for p in net.parameters()]
+    for ema, e, s in zip(queue.encoder.parameters(), exact, start):
+        assert ema.dtype == torch.bfloat16
+        moved, wanted = (ema.double() - s).abs().mean(), (e - s).abs().mean()
+        assert abs(moved / wanted - 1) < 0.05, (moved, wanted)
+    assert all(v.dtype == torch.float32 for v in saved.values())
+    # restored after step 30 into a fresh queue, the next 30 steps land on the same average, bit for bit
+    again = MomentumQueue(4, m)
+    again.restore(saved, "q.")
+    with torch.no_grad():
+        for p, v in zip(net.parameters(), snapshot):
+            p.copy_(v)
+    for _ in range(30):
+        with torch.no_grad():
+            for p in net.parameters():
+                p.add_(0.0005)
+        again.step(net)
+    ours, theirs = again.state("q."), queue.state("q.")
+    assert ours.keys() == theirs.keys() and all(torch.equal(ours[k], theirs[k]) for k in ours)
+    assert all(torch.equal(a, b) for a, b in zip(again.encoder.parameters(), queue.encoder.parameters()))

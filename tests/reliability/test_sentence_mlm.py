@@ -138,7 +138,7 @@ def test_off_the_model_and_the_loss_are_as_before(base, decoder):
 @pytest.mark.parametrize("changes,message", [
     ({"sentence_mlm_weight": 1.0}, "--sentence-mlm-weight needs the model's decoder: give --sentence-mlm-layers"),
     ({"sentence_mlm_weight": 1.0, "cl_weight": 0.0}, "--sentence-mlm-weight predicts the contrastive views' tokens"),
-    ({"sentence_mlm_weight": 1.0, "sentence_mlm_prob": 0.0}, "--sentence-mlm-prob in (0, 1], got 1.0 and 0.0"),
+    ({"sentence_mlm_weight": 1.0, "sentence_mlm_prob": 0.0}, "--sentence-mlm-prob must be in (0, 1], got 0.0"),
 ])
 def test_a_term_without_its_decoder_or_views_is_refused(base, changes, message):
     from fairseq_clear.criterions.clear import ClearCriterionError
