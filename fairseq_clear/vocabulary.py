@@ -249,7 +249,11 @@ class SentencepieceTokenizer(Tokenizer):
             raise TokenizerError(f"sentencepiece model '{model_path}' does not exist")
         self.files = {"model": os.path.abspath(model_path)}
         self.path = self.files["model"]
-        self.sp = spm.SentencePieceProcessor(model_file=model_path)
+        try:
+            self.sp = spm.SentencePieceProcessor(model_file=model_path)
+        except (RuntimeError, OSError) as e:  # sentencepiece's "could not parse ModelProto" on a damaged file
+            raise TokenizerError(f"cannot read sentencepiece model '{model_path}': "
+                                 f"{str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__}") from None
         self._symbols = None
         self.fast = None
         if tokenizer_json:

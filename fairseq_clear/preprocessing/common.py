@@ -223,6 +223,25 @@ def progress(total=None, desc="", unit="B", enabled=True, **kwargs):
     )
 
 
+def check_out_dir_is_ours(path: str):
+    """Refuse an OUT_DIR whose ``work/`` or ``summary.json`` clear-prepare did not write (a rerun
+    replaces and removes files there): ours has ``work/steps`` (written first, when a run starts),
+    a shard's ``work/shardK/steps`` or the vocabulary sample ``work/sample``."""
+    work = os.path.join(path, "work")
+    if os.path.isdir(work):
+        names = os.listdir(work)
+        if not names or "steps" in names or "sample" in names or any(
+                n.startswith("shard") and os.path.isdir(os.path.join(work, n, "steps")) for n in names):
+            return
+        raise PrepareError(f"OUT_DIR: '{work}' exists and was not written by clear-prepare (no steps/ in it); "
+                           "a run writes and removes files there: move it away or choose another OUT_DIR")
+    if os.path.lexists(work):
+        raise PrepareError(f"OUT_DIR: '{work}' exists and is not a folder; move it away or choose another OUT_DIR")
+    if os.path.lexists(os.path.join(path, "summary.json")):
+        raise PrepareError(f"OUT_DIR: '{os.path.join(path, 'summary.json')}' was not written by clear-prepare "
+                           "(no work/ beside it) and a run replaces it: move it away or choose another OUT_DIR")
+
+
 def check_output_dir(path: str, option: str = "OUT_DIR"):
     """Create ``path`` and check that it is writable, failing at once with its name."""
     try:
@@ -248,11 +267,18 @@ def not_writable(directory: str) -> Optional[str]:
     return None
 
 
+#: what clear-prepare writes in OUT_DIR (never read back as input when OUT_DIR is, or is in, an input folder)
+OUT_DIR_ENTRIES = ("work", "data-bin", "summary.json")
+
+
 def check_input_files(paths: List[str], option: str, exclude: Optional[str] = None) -> List[str]:
-    """Expand directories (all regular files below, sorted, hidden ones and ``exclude`` --
-    the output directory -- left out) and check that every file is readable."""
+    """Expand directories (all regular files below, sorted, hidden ones left out) and check that every
+    file is readable. ``exclude``, the output directory: what it writes there (:data:`OUT_DIR_ENTRIES`)
+    is never an input; a folder below an input folder is left out whole, and an input folder that is
+    the output directory itself gives its other files (none: it is left out, said in the log)."""
     files = []
     exclude = os.path.abspath(exclude) if exclude else None
+    ours = {os.path.join(exclude, n) for n in OUT_DIR_ENTRIES} if exclude else set()
     for path in paths:
         if not os.path.exists(path):
             raise PrepareError(f"{option}: input '{path}' does not exist")
@@ -260,8 +286,14 @@ def check_input_files(paths: List[str], option: str, exclude: Optional[str] = No
             found = []
             for root, dirs, names in os.walk(path):
                 dirs[:] = sorted(d for d in dirs if not d.startswith(".")
-                                 and os.path.abspath(os.path.join(root, d)) != exclude)
-                found.extend(os.path.join(root, n) for n in sorted(names) if not n.startswith("."))
+                                 and (os.path.abspath(os.path.join(root, d)) != exclude
+                                      or os.path.abspath(path) == exclude)
+                                 and os.path.abspath(os.path.join(root, d)) not in ours)
+                found.extend(os.path.join(root, n) for n in sorted(names) if not n.startswith(".")
+                             and os.path.abspath(os.path.join(root, n)) not in ours)
+            if not found and os.path.abspath(path) == exclude:
+                logger.info("%s: '%s' is OUT_DIR and holds nothing but its outputs: left out", option, path)
+                continue
             if not found:
                 raise PrepareError(f"{option}: input directory '{path}' holds no files")
             files.extend(found)

@@ -250,7 +250,10 @@ def read_stsb(path: str, rows: Rows, threshold: float):
 
 
 def read_mrpc(path: str, rows: Rows):
-    header = [h.strip() for h in _read_lines(path)[0].split("\t")]
+    lines = _read_lines(path)
+    if not lines:
+        raise PrepareError(f"'{path}' is empty")
+    header = [h.strip() for h in lines[0].split("\t")]
     il, i1, i2 = (_column(header, n, path) for n in ("Quality", "#1 String", "#2 String"))
     for _where, record in _tsv_records(path, rows, max(il, i1, i2) + 1):
         s1, s2 = _clean(record[i1]), _clean(record[i2])

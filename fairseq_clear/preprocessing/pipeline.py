@@ -43,6 +43,7 @@ from .common import (
     PrepareError,
     StepMarkers,
     check_input_files,
+    check_out_dir_is_ours,
     check_output_dir,
     file_identity,
     fingerprint,
@@ -235,7 +236,7 @@ def _validate(opts: Dict):
         raise PrepareError(f"--character-coverage must be in (0, 1], got {opts['character_coverage']}")
     for name in ("valid_size", "test_size"):
         v = opts[name]
-        if v < 0 or (v >= 1 and v != int(v)):
+        if not 0 <= v < float("inf") or (v >= 1 and v != int(v)):  # nan and inf fail too
             raise PrepareError(
                 f"--{name.replace('_', '-')} must be a fraction in [0, 1) or a whole number of "
                 f"documents, got {v}"
@@ -269,6 +270,7 @@ class Pipeline:
                 self.files[split] = check_input_files(list(self.opts[split]), f"--{split}",
                                                       self.out_dir)
         check_output_dir(self.out_dir)
+        check_out_dir_is_ours(self.out_dir)
         self.work = os.path.abspath(work) if work else os.path.join(self.out_dir, "work")
         self.summary_path = os.path.join(self.work if work else self.out_dir, "summary.json")
         self.only_vocab = only_vocab
@@ -299,8 +301,10 @@ class Pipeline:
     def run_fingerprint(self) -> str:
         """Inputs and every option that changes the output (not --workers, progress, ...)."""
         options = {k: v for k, v in self.opts.items() if k not in RUN_ONLY_OPTIONS}
+        # --tokenizer-from's contents, not only its path: a VOCAB rebuilt in place is another tokenizer
+        tokenizer = [tokenizer_identity(self.opts["tokenizer_from"])] if self.opts.get("tokenizer_from") else []
         return fingerprint("run", {s: self.ids(s) for s in self.files}, self.formats, options,
-                           self.only_vocab)
+                           self.only_vocab, *tokenizer)
 
     def finished_earlier(self) -> Optional[Dict]:
         """The summary of an earlier complete run with the same inputs and options, if any.
@@ -465,7 +469,8 @@ class Pipeline:
         # 7. binarize (--only-vocab: the tokenizer and dict.txt alone)
         bin_fp = fingerprint("binarize", dict_fp, [enc_fp[s] for s in splits], self.only_vocab)
         bin_outputs = [os.path.join(self.data_bin, n) for n in ["dict.txt", vocabulary.RECORD] + (
-            [] if self.only_vocab else [f"{s}.{e}" for s in splits for e in ("bin", "idx")])]
+            [] if self.only_vocab else [f"{s}.{e}" for s in splits for e in ("bin", "idx")])
+            + tokenizer_file_names(model_path)]
         bin_stats = self.run_step(
             "binarize", bin_fp,
             lambda: self._binarize(dict_path, model_path, enc_path, enc_stats,
@@ -528,7 +533,8 @@ class Pipeline:
             with open(dict_path, encoding="utf-8") as f:
                 entries = sum(1 for line in f if line.strip())
             return {"dict_entries": entries, "fairseq_dictionary_size": entries + 4,
-                    "from": os.path.join(self.opts["tokenizer_from"], "dict.txt")}
+                    "from": os.path.join(self.opts["tokenizer_from"], "dict.txt"),
+                    "sha256": vocabulary.sha256(dict_path)}
         return encode_mod.write_dict(model_path, np.load(counts_path), dict_path)
 
     def _binarize(self, dict_path, model_path, enc_path, enc_stats, splits):
@@ -557,9 +563,18 @@ class Pipeline:
         return {"checked": checks, "fairseq_preprocess_log": log_path}
 
     def _remove_intermediate(self):
-        for name in os.listdir(self.work):
-            if name.endswith((".sent", ".spm", ".ids.bin", ".ids.idx")) or name == "spm_sample.txt":
-                os.unlink(self.path(name))
+        # only what the steps' markers say they wrote: other files in the folder are left alone
+        written = set()
+        for marker in sorted(os.listdir(self.markers.directory)):
+            if marker.endswith(".json"):
+                written.update((self.markers.load(marker[:-len(".json")]) or {}).get("outputs", {}))
+        if self.markers.load("spm"):  # the spm step's sample beside its model (not an output it is judged by)
+            written.add(self.path("spm_sample.txt"))
+        for path in sorted(written):
+            name = os.path.basename(path)
+            if os.path.dirname(path) == self.work and os.path.isfile(path) and (
+                    name.endswith((".sent", ".spm", ".ids.bin", ".ids.idx")) or name == "spm_sample.txt"):
+                os.unlink(path)
         logger.info("removed intermediate text files from %s", self.work)
 
     # ---- summary -----------------------------------------------------------------
@@ -682,14 +697,20 @@ def copy_tokenizer(source: str, dest: str) -> Dict:
             "files": sorted(os.path.basename(p) for p in tok.files.values())}
 
 
+def tokenizer_file_names(model_path: str) -> List[str]:
+    """The names of the tokenizer files :func:`write_tokenizer` puts beside the binarized data."""
+    if not os.path.isdir(model_path):
+        return ["sentencepiece.model"]
+    return list(vocabulary.read_record(model_path)["files"].values()) + [
+        n for n in ("tokenizer_config.json", "special_tokens_map.json") if os.path.isfile(os.path.join(model_path, n))]
+
+
 def write_tokenizer(model_path: str, dest: str):
     """Put the tokenizer files beside the binarized data; returns the tokenizer there."""
     if os.path.isdir(model_path):
-        rec = vocabulary.read_record(model_path)
-        for name in list(rec["files"].values()) + [n for n in ("tokenizer_config.json", "special_tokens_map.json")
-                                                   if os.path.isfile(os.path.join(model_path, n))]:
+        for name in tokenizer_file_names(model_path):
             shutil.copyfile(os.path.join(model_path, name), os.path.join(dest, name))
-        return vocabulary.from_record(dest, rec)
+        return vocabulary.from_record(dest, vocabulary.read_record(model_path))
     shutil.copyfile(model_path, os.path.join(dest, "sentencepiece.model"))
     return vocabulary.SentencepieceTokenizer(os.path.join(dest, "sentencepiece.model"))
 

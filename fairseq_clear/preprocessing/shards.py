@@ -14,7 +14,9 @@
    DATA/summary.json covers the shards finished so far, wherever they were prepared.
 """
 
+import json
 import logging
+import math
 import os
 from typing import Dict, List, Optional, Sequence
 
@@ -28,10 +30,18 @@ SAMPLE_PIECE_BYTES = 1 << 20
 
 
 def deal(files: Sequence[str], shards: int) -> List[List[str]]:
-    """The input files of each shard: each file, in order, to the shard with the fewest bytes so far."""
+    """The input files of each shard: each file, in the sorted order of their paths below the folder
+    they all share (the same on every machine, in whatever order the paths were given and wherever the
+    corpus is mounted), to the shard with the fewest bytes so far; empty files are left out."""
+    files = [f for f in files if os.path.getsize(f) > 0]
     if len(files) < shards:
-        raise PrepareError(f"--shards {shards}: the training inputs are {len(files)} file(s); shards are "
-                           f"made of whole files, so give at least {shards} (e.g. split -n l/{shards} FILE)")
+        raise PrepareError(f"--shards {shards}: the training inputs are {len(files)} file(s) that are not empty; "
+                           f"shards are made of whole files, so give at least {shards} (e.g. split -n l/{shards} FILE)")
+    if len(set(files)) < len(files):
+        twice = next(f for f in files if files.count(f) > 1)
+        raise PrepareError(f"RAW: '{twice}' is given twice; each file goes to one shard")
+    root = os.path.commonpath([os.path.abspath(f) for f in files]) if len(files) > 1 else ""
+    files = sorted(files, key=lambda f: os.path.relpath(os.path.abspath(f), root) if root else f)
     dealt: List[List[str]] = [[] for _ in range(shards)]
     sizes = [0] * shards
     for path in files:
@@ -49,12 +59,15 @@ def parse_shard_ids(text: Optional[str], shards: int) -> List[int]:
     for part in str(text).split(","):
         try:
             if "-" in part.strip()[1:]:
-                a, b = part.split("-", 1)
-                ids.extend(range(int(a), int(b) + 1))
+                a, b = (int(x) for x in part.split("-", 1))
+                ids.extend(range(a, b + 1) if a <= b else [None, a, b])
             else:
                 ids.append(int(part))
         except ValueError:
             raise PrepareError(f"--shard-ids: '{text}' is not a list of shard numbers such as 0,3 or 2-5") from None
+    if None in ids:
+        a, b = ids[ids.index(None) + 1:ids.index(None) + 3]
+        raise PrepareError(f"--shard-ids: '{a}-{b}' is a range from high to low; write {b}-{a}")
     bad = [i for i in ids if not 0 <= i < shards]
     if bad:
         raise PrepareError(f"--shard-ids: {bad[0]} is not a shard of --shards {shards} (0 to {shards - 1})")
@@ -91,27 +104,60 @@ def prepare_shards(Pipeline, inputs: Sequence[str], out_dir: str, shards: int, s
         steps = Pipeline(dealt[k], out_dir, work=work, data_bin=data_bin, needs_valid=not k,
                          **shard_options).run()["steps"]
         ran[k] = [name for name, st in steps.items() if st["status"] == "ran"]
-    return write_summary(out_dir, shards, dealt, ran)
+    return write_summary(out_dir, shards, dealt, ran, options)
 
 
-def write_summary(out_dir: str, shards: int, dealt: List[List[str]], ran: Dict[int, List[str]]) -> Dict:
-    """DATA/summary.json: every shard's summary found there (finished here or on another machine);
-    ``ran``: the steps this run ran, of each shard it did (none: the shard was finished)."""
-    import json
+#: options a shard's summary records that may differ between shards of one corpus (or machines)
+_PER_SHARD = ("tokenizer_from", "valid", "test", "valid_size", "test_size", "workers", "progress",
+              "remove_intermediate", "force")
 
-    done, missing = {}, []
+
+def _made_otherwise(summary: Dict, options: Dict, dict_sha256: Optional[str]) -> Optional[str]:
+    """Why a finished shard does not belong to this run's (other options, another dict.txt), or None."""
+    recorded = summary.get("options") or {}
+    for key, value in options.items():
+        value = json.loads(json.dumps(value))  # as the summary holds it (lists, not tuples)
+        # None: decided by the run (--unk-token from the input's format)
+        if key not in _PER_SHARD and value is not None and key in recorded and recorded[key] != value:
+            return f"--{key.replace('_', '-')} {recorded[key]} (this run: {value})"
+    made_with = (summary.get("dictionary") or {}).get("sha256")
+    if dict_sha256 and made_with and made_with != dict_sha256:
+        return "another dict.txt than --tokenizer-from's now"
+    return None
+
+
+def write_summary(out_dir: str, shards: int, dealt: List[List[str]], ran: Dict[int, List[str]],
+                  options: Optional[Dict] = None) -> Dict:
+    """DATA/summary.json: every shard's summary found there (finished here or on another machine) that
+    was made with this run's options and dict.txt (``options``; the others are listed as made otherwise
+    and still to do); ``ran``: the steps this run ran, of each shard it did (none: the shard was finished)."""
+    from .. import vocabulary
+    from .pipeline import DEFAULTS
+
+    options = dict(DEFAULTS, **(options or {}))
+    vocab = options.get("tokenizer_from")
+    dict_sha256 = vocabulary.sha256(os.path.join(vocab, "dict.txt")) if vocab else None
+    done, missing, otherwise = {}, [], {}
     for k in range(shards):
         path = os.path.join(shard_dirs(out_dir, k)[0], "summary.json")
         try:
             with open(path, encoding="utf-8") as f:
-                done[k] = json.load(f)
+                summary = json.load(f)
         except (OSError, ValueError):
             missing.append(k)
+            continue
+        why = _made_otherwise(summary, options, dict_sha256)
+        if why:
+            otherwise[k] = why
+            missing.append(k)
+        else:
+            done[k] = summary
     data = ":".join(shard_dirs(out_dir, k)[1] for k in range(shards))
     totals = {key: sum(s["splits"].get("train", {}).get(key, 0) for s in done.values())
               for key in ("documents", "sentences", "tokens", "unk_tokens")}
     summary = {
         "out_dir": out_dir, "shards": shards, "finished": sorted(done), "missing": missing,
+        "made_otherwise": otherwise,
         "data": data,
         "train_with": f"fairseq-train {data} --user-dir fairseq_clear --task clear --criterion clear ...",
         "train": totals,
@@ -127,6 +173,8 @@ def write_summary(out_dir: str, shards: int, dealt: List[List[str]], ran: Dict[i
 def format_shards_summary(s: Dict) -> str:
     lines = [f"shards finished: {', '.join(map(str, s['finished'])) or 'none'} of {s['shards']}"
              + (f"; still to do: {', '.join(map(str, s['missing']))}" if s["missing"] else "")]
+    for k, why in s.get("made_otherwise", {}).items():
+        lines.append(f"shard{k}: made with {why}: to be prepared again (--shard-ids {k})")
     t = s["train"]
     lines.append(f"train (finished shards): {t['documents']:,} documents, {t['sentences']:,} sentences, "
                  f"{t['tokens']:,} tokens, {t['unk_tokens']:,} <unk>")
@@ -175,8 +223,8 @@ def prepare_vocab(Pipeline, inputs: Sequence[str], out_dir: str, sample_mb: Opti
     files = check_input_files(list(inputs), "RAW", out_dir)
     check_output_dir(out_dir)
     if sample_mb is not None:
-        if sample_mb <= 0:
-            raise PrepareError(f"--sample-mb must be > 0, got {sample_mb}")
+        if not 0 < sample_mb < math.inf:  # nan fails too
+            raise PrepareError(f"--sample-mb must be > 0 and finite, got {sample_mb}")
         files = sample_inputs(files, os.path.join(out_dir, "work", "sample"), sample_mb)
     options.update(valid=None, test=None, valid_size=0, test_size=0)
     summary = Pipeline(files, out_dir, only_vocab=True, **options).run()

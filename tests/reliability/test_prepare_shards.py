@@ -113,6 +113,11 @@ def test_finished_shard_skipped_damaged_one_made_again(corpus, sharded):
     (dict(shards=2, shard_ids="2", tokenizer_from="VOCAB"), "--shard-ids: 2 is not a shard of --shards 2"),
     (dict(shards=2, shard_ids="x", tokenizer_from="VOCAB"), "--shard-ids: 'x' is not a list"),
     (dict(shards=5, tokenizer_from="VOCAB"), "--shards 5: the training inputs are 4 file(s)"),
+    (dict(shards=2, shard_ids="1-0", tokenizer_from="VOCAB"), "--shard-ids: '1-0' is a range from high to low"),
+    (dict(only_vocab=True, sample_mb=float("nan")), "--sample-mb must be > 0 and finite, got nan"),
+    (dict(only_vocab=True, sample_mb=float("inf")), "--sample-mb must be > 0 and finite, got inf"),
+    (dict(valid_size=float("nan")), "--valid-size must be a fraction in [0, 1) or a whole number"),
+    (dict(test_size=float("inf")), "--test-size must be a fraction in [0, 1) or a whole number"),
     (dict(shard_ids="0"), "--shard-ids names shards of --shards N"),
     (dict(sample_mb=1.0), "--sample-mb is the sample of --only-vocab"),
     (dict(only_vocab=True, shards=2), "--only-vocab makes the vocabulary"),
@@ -136,3 +141,88 @@ def test_cli_refusal_is_one_error_line(corpus, tmp_path):
     assert errors == ["error: --shards: give --tokenizer-from VOCAB/data-bin (made once by clear-prepare RAW... "
                       "VOCAB --only-vocab) so that every shard has the same dict.txt"], proc.stdout
     assert not (tmp_path / "out").exists()
+
+
+def test_shards_are_dealt_alike_whatever_the_order_and_the_mount(corpus, tmp_path):
+    """Every machine deals the same shards: the files sorted by their place below the folder they
+    share, not in the order given (two machines listing the folders apart used the same file twice
+    and another never), wherever the corpus is mounted; empty files are left out."""
+    import shutil
+
+    from fairseq_clear.preprocessing.shards import deal
+
+    d, files, _ = corpus
+    other = tmp_path / "mnt" / "corpus"
+    other.mkdir(parents=True)
+    copies = [str(other / Path(f).name) for f in files]
+    for f, c in zip(files, copies):
+        shutil.copy(f, c)
+    (other / "empty.txt").write_text("")
+    base = [[Path(f).name for f in shard] for shard in deal(files, 2)]
+    for order in (files[::-1], [files[2], files[0], files[3], files[1]]):
+        assert [[Path(f).name for f in shard] for shard in deal(order, 2)] == base
+    assert [[Path(f).name for f in shard] for shard in deal(copies[::-1] + [str(other / "empty.txt")], 2)] == base
+    assert sorted(n for shard in base for n in shard) == sorted(Path(f).name for f in files)
+    with pytest.raises(PrepareError, match="is given twice"):
+        deal(files + files[:1], 2)
+
+
+def test_a_vocabulary_rebuilt_in_place_or_other_options_make_shards_again(corpus, tmp_path):
+    """--tokenizer-from's contents count, not its path: a VOCAB rebuilt in place is another tokenizer,
+    and a finished run with it is not 'done earlier'; DATA/summary.json does not count a shard made
+    with other options (or another dict.txt) as finished."""
+    d, files, _ = corpus
+    vocab = str(tmp_path / "vocab")
+    make_vocab = dict(only_vocab=True, sample_mb=0.02, spm_sample_size=2000, **FAST)
+    first = prepare(files, vocab, vocab_size=120, **make_vocab)
+    options = dict(tokenizer_from=first["data_bin"], shards=2, valid_size=10, test_size=0, **FAST)
+    data = str(tmp_path / "data")
+    prepare(files, data, **options)
+    prepare(files, vocab, vocab_size=60, **make_vocab)  # rebuilt in place
+    new_dict = (Path(first["data_bin"]) / "dict.txt").read_bytes()
+    stale = prepare(files, data, shard_ids="1", **options)
+    assert stale["finished"] == [1] and stale["missing"] == [0]
+    assert "another dict.txt" in stale["made_otherwise"][0]
+    assert stale["steps_run_now"][1] and (Path(data) / "data-bin" / "shard1" / "dict.txt").read_bytes() == new_dict
+    again = prepare(files, data, shard_ids="0", **dict(options, tokens_per_sample=64))
+    assert again["finished"] == [0] and set(again["made_otherwise"]) == {1}
+    assert "--tokens-per-sample 512 (this run: 64)" in again["made_otherwise"][1]
+
+
+def test_a_deleted_tokenizer_file_is_put_back_and_only_our_intermediates_are_removed(corpus, tmp_path):
+    d, files, _ = corpus
+    out = tmp_path / "out"
+    options = dict(vocab_size=120, spm_sample_size=2000, valid_size=10, test_size=0, **FAST)
+    prepare(files[:2], str(out), **options)
+    model = out / "data-bin" / "sentencepiece.model"
+    whole = model.read_bytes()
+    model.unlink()
+    (out / "work" / "notes.sent").write_text("the user's own file\n")
+    again = prepare(files[:2], str(out), remove_intermediate=True, **options)
+    assert again["steps"]["binarize"]["status"] == "ran" and model.read_bytes() == whole
+    assert (out / "work" / "notes.sent").read_text() == "the user's own file\n"
+    assert not (out / "work" / "train.sent").exists()
+
+
+def test_an_out_dir_of_the_users_is_refused_and_an_input_folder_as_out_dir_reruns(corpus, tmp_path):
+    """OUT_DIR's work/ and summary.json are replaced and removed by a run: the user's are refused,
+    named, before any work; an input folder that is also OUT_DIR never reads its outputs back."""
+    import shutil
+
+    d, files, _ = corpus
+    options = dict(vocab_size=120, spm_sample_size=2000, valid_size=10, test_size=0, **FAST)
+    for name, make in (("work", lambda p: (p / "work").mkdir() or (p / "work" / "mine.sent").write_text("x")),
+                       ("summary.json", lambda p: (p / "summary.json").write_text("{}"))):
+        user = tmp_path / f"user-{name}"
+        user.mkdir()
+        make(user)
+        with pytest.raises(PrepareError, match=f"OUT_DIR: '{user / name}'.*not written by clear-prepare"):
+            prepare(files[:2], str(user), **options)
+        assert not (user / "data-bin").exists()
+    same = tmp_path / "same"
+    same.mkdir()
+    shutil.copy(files[0], same / "part0.txt")
+    first = prepare([str(same)], str(same), **options)
+    second = prepare([str(same)], str(same), **options)
+    assert first["inputs"]["train"]["files"] == second["inputs"]["train"]["files"] == 1
+    assert all(st["status"].startswith("skipped") for st in second["steps"].values())

@@ -197,3 +197,20 @@ def test_block_size_and_workers_do_not_change_the_output(bad, tmp_path):
                                  block_bytes=40)
     assert small == ref and ref["documents"] > 100
     assert (tmp_path / "small.sent").read_bytes() == (tmp_path / "ref.sent").read_bytes()
+
+
+def test_a_damaged_sentencepiece_model_and_an_empty_mrpc_file_are_one_line_each(tmp_path):
+    """Both gave a traceback (sentencepiece's "could not parse ModelProto", an IndexError)."""
+    from fairseq_clear.preprocessing import pairs
+    from fairseq_clear.preprocessing.common import PrepareError
+    from fairseq_clear.vocabulary import SentencepieceTokenizer, TokenizerError
+
+    model = tmp_path / "sentencepiece.model"
+    model.write_bytes(b"garbage\n")
+    with pytest.raises(TokenizerError) as e:
+        SentencepieceTokenizer(str(model))
+    assert str(e.value).startswith(f"cannot read sentencepiece model '{model}'") and "\n" not in str(e.value)
+    empty = tmp_path / "msr_paraphrase_train.txt"
+    empty.write_text("")
+    with pytest.raises(PrepareError, match=f"^'{empty}' is empty$"):
+        pairs.read_mrpc(str(empty), pairs.Rows())
