@@ -55,6 +55,8 @@ SPLITS = ("train", "valid", "test")
 #: data-bin's manifest names this command: a rerun replaces its own files there
 WRITER = "clear-prepare"
 #: options that do not change what the pipeline writes
+#: the sentence splitter's parameters (in work/; published in an --only-vocab data-bin for the shards)
+PUNKT_FILE = "punkt.json"
 RUN_ONLY_OPTIONS = ("workers", "progress", "remove_intermediate", "force")
 
 DEFAULTS = dict(
@@ -269,6 +271,9 @@ class Pipeline:
             if self.opts[split]:
                 self.files[split] = check_input_files(list(self.opts[split]), f"--{split}",
                                                       self.out_dir)
+                if not any(holds_text(f) for f in self.files[split]):  # else found after the training corpus's steps
+                    raise PrepareError(f"--{split}: {', '.join(repr(f) for f in self.files[split])} holds no text "
+                                       "(empty or blank lines only)")
         check_output_dir(self.out_dir)
         check_out_dir_is_ours(self.out_dir)
         self.work = os.path.abspath(work) if work else os.path.join(self.out_dir, "work")
@@ -373,9 +378,12 @@ class Pipeline:
         pretrained = o["punkt"] != "train" and text_mod.pretrained_punkt_installed(o["punkt_language"])
         punkt_fp = fingerprint("punkt", self.ids("train"), train_formats, o["punkt"], pretrained,
                                o["punkt_language"], o["punkt_sample_chars"], o["wikitext_markers"])
+        shared_punkt = self.vocabulary_punkt()
+        if shared_punkt:
+            punkt_fp = fingerprint("punkt", "from the vocabulary", vocabulary.sha256(shared_punkt))
         punkt_stats, punkt_params = None, None
         if needs_punkt:
-            punkt_path = self.path("punkt.json")
+            punkt_path = self.path(PUNKT_FILE)
             punkt_stats = self.run_step("punkt", punkt_fp, lambda: self._punkt(punkt_path, train_formats),
                                         [punkt_path])
             with open(punkt_path, encoding="utf-8") as f:
@@ -470,7 +478,8 @@ class Pipeline:
         bin_fp = fingerprint("binarize", dict_fp, [enc_fp[s] for s in splits], self.only_vocab)
         bin_outputs = [os.path.join(self.data_bin, n) for n in ["dict.txt", vocabulary.RECORD] + (
             [] if self.only_vocab else [f"{s}.{e}" for s in splits for e in ("bin", "idx")])
-            + tokenizer_file_names(model_path)]
+            + tokenizer_file_names(model_path)
+            + ([PUNKT_FILE] if self.only_vocab and os.path.isfile(self.path(PUNKT_FILE)) else [])]
         bin_stats = self.run_step(
             "binarize", bin_fp,
             lambda: self._binarize(dict_path, model_path, enc_path, enc_stats,
@@ -486,10 +495,26 @@ class Pipeline:
         return summary
 
     # ---- steps -------------------------------------------------------------------
+    def vocabulary_punkt(self) -> Optional[str]:
+        """With --punkt auto, the sentence splitter of a --tokenizer-from that clear-prepare --only-vocab
+        made (its punkt.json): every shard splits sentences as the others do, and as the vocabulary's sample."""
+        path = os.path.join(self.opts["tokenizer_from"] or "", PUNKT_FILE)
+        return path if self.opts["tokenizer_from"] and self.opts["punkt"] == "auto" and os.path.isfile(path) else None
+
     def _punkt(self, punkt_path, train_formats):
         o = self.opts
         params, stats = None, {}
-        if o["punkt"] in ("auto", "pretrained"):
+        shared = self.vocabulary_punkt()
+        if shared:
+            try:
+                with open(shared, encoding="utf-8") as f:
+                    params = json.load(f)
+                text_mod.punkt_params_from_json(params)
+            except (ValueError, KeyError, TypeError, AttributeError) as e:
+                raise PrepareError(f"--tokenizer-from: '{shared}' is not a sentence splitter clear-prepare "
+                                   f"wrote ({type(e).__name__}: {e}); make the vocabulary again") from None
+            stats = {"model": f"the vocabulary's ({shared})"}
+        if params is None and o["punkt"] in ("auto", "pretrained"):
             params = text_mod.pretrained_punkt(o["punkt_language"])
             if params is None and o["punkt"] == "pretrained":
                 raise PrepareError(
@@ -553,6 +578,8 @@ class Pipeline:
                     self.opts["progress"], log_path)
             tokenizer = write_tokenizer(model_path, tmp)
             vocabulary.write_record(tmp, tokenizer, os.path.join(tmp, "dict.txt"))
+            if self.only_vocab and os.path.isfile(self.path(PUNKT_FILE)):  # the shards' sentence splitter
+                shutil.copyfile(self.path(PUNKT_FILE), os.path.join(tmp, PUNKT_FILE))
             with open(dict_path, encoding="utf-8") as a, open(os.path.join(tmp, "dict.txt"), encoding="utf-8") as b:
                 if a.read() != b.read():
                     raise PrepareError(f"fairseq-preprocess rewrote dict.txt differently from '{dict_path}'")
@@ -662,6 +689,15 @@ class Pipeline:
                 "mb_per_s": round(mb / max(seconds, 1e-9), 3),
                 "mb_per_s_per_worker": round(mb / max(seconds, 1e-9) / self.workers, 3),
                 "encode_mb_per_s_per_worker": {s: enc_stats[s].get("mb_per_s_per_worker") for s in splits}}
+
+
+def holds_text(path: str) -> bool:
+    """Whether ``path`` has a byte other than ASCII whitespace (read until the first one)."""
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            if block.strip():
+                return True
+    return False
 
 
 def check_tokenizer_dir(directory: str) -> None:

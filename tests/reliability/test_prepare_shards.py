@@ -226,3 +226,33 @@ def test_an_out_dir_of_the_users_is_refused_and_an_input_folder_as_out_dir_rerun
     second = prepare([str(same)], str(same), **options)
     assert first["inputs"]["train"]["files"] == second["inputs"]["train"]["files"] == 1
     assert all(st["status"].startswith("skipped") for st in second["steps"].values())
+
+
+def test_shards_split_sentences_with_the_vocabularys_punkt(tmp_path):
+    """Paragraphs (--input-format text): --only-vocab publishes the Punkt it trained beside dict.txt, and
+    every shard splits with it (each trained its own on its own files: shards split apart from each other)."""
+    from helpers import synthetic_sentences
+
+    sents = synthetic_sentences(400, seed=5)
+    files = []
+    for k in range(2):
+        path = tmp_path / f"part{k}.txt"
+        paragraphs = [" ".join(sents[i:i + 4]) for i in range(k * 200, k * 200 + 200, 4)]
+        path.write_text("\n\n".join(paragraphs) + "\n", encoding="utf-8")
+        files.append(str(path))
+    text = dict(FAST, input_format="text", documents="blank-lines", punkt="train")
+    vocab = prepare(files, str(tmp_path / "vocab"), only_vocab=True, vocab_size=120, spm_sample_size=2000, **text)
+    published = Path(vocab["data_bin"]) / "punkt.json"
+    assert published.read_bytes() == (tmp_path / "vocab" / "work" / "punkt.json").read_bytes()
+    options = dict(tokenizer_from=vocab["data_bin"], shards=2, valid_size=2, test_size=0, **dict(text, punkt="auto"))
+    data = prepare(files, str(tmp_path / "data"), **options)
+    for k in (0, 1):
+        summary = json.loads(Path(data["summaries"][k]).read_text())
+        assert summary["sentence_splitter"]["model"] == f"the vocabulary's ({published})", summary["sentence_splitter"]
+        assert (tmp_path / "data" / "work" / f"shard{k}" / "punkt.json").read_bytes() == published.read_bytes()
+    # an empty --valid is refused before any step (it was found after the training corpus's steps)
+    empty = tmp_path / "valid.txt"
+    empty.write_text("\n  \n")
+    with pytest.raises(PrepareError, match=r"^--valid: '.*valid.txt' holds no text \(empty or blank lines only\)$"):
+        prepare(files, str(tmp_path / "v"), valid=[str(empty)], **FAST)
+    assert not (tmp_path / "v" / "work" / "steps").exists() or not any((tmp_path / "v" / "work" / "steps").iterdir())
