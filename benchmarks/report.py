@@ -304,7 +304,7 @@ def binarizers_lines(b):
                      f"{f(r['corpus_steps_mb_per_s_per_worker'], 3)} | {f(st['encode-train'] + st['binarize'], 2)} | "
                      f"{f(r['peak_pss_mb_process_tree'], 0)} |")
     ws = sorted(b["ratio_direct_over_fairseq_end_to_end"])
-    scaling = next(v for k, v in b.items() if k.startswith("scaling_"))
+    scaling = next((v for k, v in b.items() if k.startswith("scaling_")), None) if len(ws) > 1 else None
     est = b["estimate"]["hours"]
     lines += ["",
               "  Direct over fairseq: end to end " + ", ".join(
@@ -313,10 +313,12 @@ def binarizers_lines(b):
                   f"{f(b['ratio_direct_over_fairseq_corpus_steps'][w], 2)}x" for w in ws)
               + "; encode + binarize steps " + ", ".join(f"{f(b['ratio_encode_and_binarize_steps'][w], 1)}x" for w in ws)
               + f". Byte-identical train/valid .bin: {b['byte_identical_train_and_valid']}. "
-              f"{ws[-1]} over {ws[0]} worker(s): direct {f(scaling['direct']['corpus_steps'], 2)}x, fairseq "
-              f"{f(scaling['fairseq']['corpus_steps'], 2)}x (corpus-sized steps; goal >= 1.8x). Peak memory at "
-              f"{b['memory']['scale']}x the corpus over 1x (direct): {f(b['memory']['growth_peak'], 2)} (goal <= 1.1)"
-              + (f"; at {large['scale']}x: {f(large['growth_peak'], 2)}" if large else "") + "."]
+              + (f"{ws[-1]} over {ws[0]} worker(s): direct {f(scaling['direct']['corpus_steps'], 2)}x, fairseq "
+                 f"{f(scaling['fairseq']['corpus_steps'], 2)}x (corpus-sized steps; goal >= 1.8x). " if scaling else "")
+              + (f"Peak memory at {b['memory']['scale']}x the corpus over 1x (direct): "
+                 f"{f(b['memory']['growth_peak'], 2)} (goal <= 1.1)"
+                 + (f"; at {large['scale']}x: {f(large['growth_peak'], 2)}" if large else "") + "."
+                 if b["memory"]["scale"] > 1 else "The direct path's memory: its runs' peaks in the table.")]
     # the end-to-end ratio's ceiling: with every step both paths share (Punkt, sentences, carve, the
     # tokenizer, dict) free, encode + binarize is left; 10x needs the shared steps S to satisfy
     # (S + F) / (S + D) >= 10, i.e. S <= (F - 10 D) / 9 (negative: out of reach even with them free)
@@ -457,6 +459,9 @@ def others_section(pre, emb):
             cells = ", ".join(f"{w} worker(s) {v[key]:,}" for w, v in by_w.items() if isinstance(v, dict) and key in v)
             lines.append(f"  * {stage}: {cells}")
         lines += binarizers_lines(pre.get("binarizers"))
+    large = load("bench_preprocess_1gb.json")
+    if large is not None:  # the same comparison on the issue's corpus size, 2 workers (about half an hour)
+        lines += binarizers_lines(large.get("binarizers"))
     if emb is not None:
         r = emb["sentences_per_second"]
         lines.append(f"* `{emb['command']}`: embed() {f(r['embed'])} sentences/s, sentence-transformers "

@@ -195,7 +195,8 @@ def checkpoint_plan(mode: str, weights: Optional[int], save_dir: str, words: Lis
     if weights is None:
         return [f"checkpoints in {save_dir}: {files}"], ""
     copies = 1 if CONTINUED[mode].frozen_encoder else ADAM_COPIES
-    each = copies * weights
+    momentum = (number(given(words, "queue-size")) or 0) > 0  # the criterion's state: an fp32 copy of the model
+    each = (copies + momentum) * weights
     # at a save: the kept files, the new interval checkpoint and the temporary copy of best or last
     peak = 2 + during + (2 if interval else 1)
     path = os.path.abspath(save_dir)
@@ -206,6 +207,8 @@ def checkpoint_plan(mode: str, weights: Optional[int], save_dir: str, words: Lis
                    if os.path.isfile(os.path.join(save_dir, f)))
     why = (f"the weights; {CONTINUED[mode].paper}'s frozen encoder has no Adam moments" if copies == 1
            else f"{copies} x the weights' {size_text(weights)}: the weights and Adam's two moments")
+    if momentum:
+        why += ", and --queue-size's momentum encoder, one more copy"
     log = [f"checkpoints in {save_dir}: {files}, about {size_text(each)} each ({why}): "
            f"{size_text((2 + extra) * each)}, up to {size_text(peak * each)} while one is written; "
            f"{size_text(free)} free there" + (f" (+ {size_text(replaced)} of checkpoints it replaces)" if replaced else "")]

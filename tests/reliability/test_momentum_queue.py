@@ -320,3 +320,15 @@ def test_under_bf16_the_momentum_average_is_kept_in_fp32_and_resumes_exactly():
     ours, theirs = again.state("q."), queue.state("q.")
     assert ours.keys() == theirs.keys() and all(torch.equal(ours[k], theirs[k]) for k in ours)
     assert all(torch.equal(a, b) for a, b in zip(again.encoder.parameters(), queue.encoder.parameters()))
+
+
+def test_the_disk_plan_counts_the_momentum_encoder(tmp_path):
+    """A checkpoint of a run with a queue holds the momentum encoder's fp32 average beside the weights and
+    Adam's two moments: 4 copies of the weights, where the recipes' disk check counted 3."""
+    from fairseq_clear import budget
+
+    weights = 10 * 2 ** 20
+    plain, _ = budget.checkpoint_plan("simcse-unsup", weights, str(tmp_path), [], [], 0)
+    queued, _ = budget.checkpoint_plan("simcse-unsup", weights, str(tmp_path), ["--queue-size", "80"], [], 0)
+    assert f"about {budget.size_text(3 * weights)} each" in plain[0], plain
+    assert f"about {budget.size_text(4 * weights)} each" in queued[0] and "momentum encoder" in queued[0], queued
