@@ -45,3 +45,20 @@ def positive_float(text: str) -> float:
     if not (math.isfinite(value) and value > 0):
         raise argparse.ArgumentTypeError(f"{text!r} must be finite and > 0")
     return value
+
+
+def whole_number(minimum: int):
+    """argparse type: a whole number >= ``minimum`` (``--workers`` 1, ``--limit-train`` 0)."""
+    import argparse
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"{text!r} must be >= {minimum}")
+        return value
+
+    parse.__name__ = f"whole number >= {minimum}"
+    return parse

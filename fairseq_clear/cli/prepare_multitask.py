@@ -10,7 +10,7 @@ import logging
 import sys
 
 from ..preprocessing.multitask import TASKS, prepare, print_report
-from . import command
+from . import command, whole_number
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -32,10 +32,10 @@ def build_parser() -> argparse.ArgumentParser:
                    "in its export_manifest.json) a rerun replaces, leaving everything else there untouched; built in "
                    "a hidden sibling and moved in when complete")
     p.add_argument("--tasks", nargs="+", choices=TASKS, default=list(TASKS), help="tasks to prepare")
-    p.add_argument("--limit-train", type=int, default=0, help="keep a random N rows of each train split (0 = all)")
-    p.add_argument("--limit-valid", type=int, default=0, help="keep a random N rows of each valid split (0 = all)")
+    p.add_argument("--limit-train", type=whole_number(0), default=0, help="keep a random N rows of each train split (0 = all)")
+    p.add_argument("--limit-valid", type=whole_number(0), default=0, help="keep a random N rows of each valid split (0 = all)")
     p.add_argument("--seed", type=int, default=1, help="seed of --limit-train / --limit-valid")
-    p.add_argument("--workers", type=int, default=1, help="processes that encode the rows (the output does not depend on it)")
+    p.add_argument("--workers", type=whole_number(1), default=1, help="processes that encode the rows (the output does not depend on it)")
     return p
 
 

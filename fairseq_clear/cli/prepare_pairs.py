@@ -9,7 +9,7 @@ import logging
 import sys
 
 from ..preprocessing.pairs import FORMATS, prepare, print_report
-from . import command
+from . import command, whole_number
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -56,7 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
         "and write OUT/label/SPLIT.label (1/0), for --task contrastive_pairs --negative-pairs, which maximises "
         "their contrastive loss",
     )
-    p.add_argument("--workers", type=int, default=1, help="processes that encode the rows (the output does not depend on it)")
+    p.add_argument("--workers", type=whole_number(1), default=1, help="processes that encode the rows (the output does not depend on it)")
     return p
 
 

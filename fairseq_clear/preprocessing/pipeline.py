@@ -274,6 +274,14 @@ class Pipeline:
                 if not any(holds_text(f) for f in self.files[split]):  # else found after the training corpus's steps
                     raise PrepareError(f"--{split}: {', '.join(repr(f) for f in self.files[split])} holds no text "
                                        "(empty or blank lines only)")
+        seen = {}
+        for split, files in self.files.items():  # a file read twice: its documents twice, or evaluated on
+            for k, f in enumerate(files):        # what it trained on
+                other = seen.setdefault(os.path.realpath(f), (split, f, k))
+                if other != (split, f, k):
+                    where = "RAW" if other[0] == "train" else f"--{other[0]}"
+                    raise PrepareError(f"{'RAW' if split == 'train' else '--' + split}: '{f}' is also given as "
+                                       f"{where} ('{other[1]}'); give each file once")
         check_output_dir(self.out_dir)
         check_out_dir_is_ours(self.out_dir)
         self.work = os.path.abspath(work) if work else os.path.join(self.out_dir, "work")

@@ -1,5 +1,6 @@
 """Bad input: each kind is handled, counted in the summary, and never dropped silently."""
 
+import re
 import numpy as np
 import pytest
 
@@ -214,3 +215,24 @@ def test_a_damaged_sentencepiece_model_and_an_empty_mrpc_file_are_one_line_each(
     empty.write_text("")
     with pytest.raises(PrepareError, match=f"^'{empty}' is empty$"):
         pairs.read_mrpc(str(empty), pairs.Rows())
+
+
+def test_a_file_given_twice_or_also_as_valid_and_bad_worker_counts_are_refused(tmp_path):
+    """A file twice in RAW (its documents twice) or both a training input and --valid (evaluated on what
+    it trained on) is refused, named, before any step; clear-prepare-pairs and -multitask refuse
+    --workers 0 and a negative --limit-train as clear-prepare does (they were taken as given)."""
+    from fairseq_clear.cli import prepare_multitask, prepare_pairs
+    from fairseq_clear.preprocessing.common import PrepareError
+    from fairseq_clear.preprocessing.pipeline import prepare
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("A sentence here.\nAnother one there.\n")
+    for inputs, extra, message in (([corpus, corpus], {}, f"RAW: '{corpus}' is also given as RAW"),
+                                   ([corpus], {"valid": [str(corpus)]}, f"--valid: '{corpus}' is also given as RAW")):
+        with pytest.raises(PrepareError, match="^" + re.escape(message)):
+            prepare([str(p) for p in inputs], str(tmp_path / "out"), valid_size=0, test_size=0, **extra)
+        assert not (tmp_path / "out" / "data-bin").exists()
+    for parser, argv in ((prepare_pairs.build_parser(), ["--train", "t", "--data", "d", "--out", "o", "--workers", "0"]),
+                         (prepare_multitask.build_parser(), ["--out", "o", "--limit-train", "-50"])):
+        with pytest.raises(SystemExit):
+            parser.parse_args(argv)
