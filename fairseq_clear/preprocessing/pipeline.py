@@ -770,7 +770,7 @@ def prepare(inputs: Sequence[str], out_dir: str, only_vocab: bool = False, sampl
     if shard_ids is not None and shards is None:
         raise PrepareError("--shard-ids names shards of --shards N: give --shards too")
     if shards is not None:
-        return shards_mod.prepare_shards(Pipeline, inputs, out_dir, shards, shard_ids, **options)
+        return shards_mod.prepare_shards(Pipeline, inputs, out_dir, shards, shard_ids, defaults=DEFAULTS, **options)
     if only_vocab:
         return shards_mod.prepare_vocab(Pipeline, inputs, out_dir, sample_mb, **options)
     return Pipeline(inputs, out_dir, **options).run()

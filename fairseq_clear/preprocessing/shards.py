@@ -80,9 +80,10 @@ def shard_dirs(out_dir: str, k: int):
 
 
 def prepare_shards(Pipeline, inputs: Sequence[str], out_dir: str, shards: int, shard_ids: Optional[str] = None,
-                   **options) -> Dict:
+                   defaults: Optional[Dict] = None, **options) -> Dict:
     """Prepare the shards ``shard_ids`` of ``shards`` with ``Pipeline`` (pipeline.Pipeline, passed in by
-    pipeline.prepare: this module is a step of it, not above it); returns the summary of all shards finished."""
+    pipeline.prepare with its option ``defaults``: this module is a step of it, not above it); returns the
+    summary of all shards finished."""
     if shards < 1:
         raise PrepareError(f"--shards must be >= 1, got {shards}")
     if not options.get("tokenizer_from"):
@@ -104,7 +105,7 @@ def prepare_shards(Pipeline, inputs: Sequence[str], out_dir: str, shards: int, s
         steps = Pipeline(dealt[k], out_dir, work=work, data_bin=data_bin, needs_valid=not k,
                          **shard_options).run()["steps"]
         ran[k] = [name for name, st in steps.items() if st["status"] == "ran"]
-    return write_summary(out_dir, shards, dealt, ran, options)
+    return write_summary(out_dir, shards, dealt, ran, dict(defaults or {}, **options))
 
 
 #: options a shard's summary records that may differ between shards of one corpus (or machines)
@@ -129,12 +130,11 @@ def _made_otherwise(summary: Dict, options: Dict, dict_sha256: Optional[str]) ->
 def write_summary(out_dir: str, shards: int, dealt: List[List[str]], ran: Dict[int, List[str]],
                   options: Optional[Dict] = None) -> Dict:
     """DATA/summary.json: every shard's summary found there (finished here or on another machine) that
-    was made with this run's options and dict.txt (``options``; the others are listed as made otherwise
+    was made with this run's options and dict.txt (``options``, every one of them; the others are listed as made otherwise
     and still to do); ``ran``: the steps this run ran, of each shard it did (none: the shard was finished)."""
     from .. import vocabulary
-    from .pipeline import DEFAULTS
 
-    options = dict(DEFAULTS, **(options or {}))
+    options = options or {}
     vocab = options.get("tokenizer_from")
     dict_sha256 = vocabulary.sha256(os.path.join(vocab, "dict.txt")) if vocab else None
     done, missing, otherwise = {}, [], {}

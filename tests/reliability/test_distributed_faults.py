@@ -125,13 +125,23 @@ def test_dead_rank_ends_the_job_quickly(tiny_data, tmp_path):
 
 
 def test_contrastive_problem_across_update_freq_on_two_ranks(small_data, tmp_path):
-    """--accumulate-contrastive with --update-freq 2 on 2 gloo ranks (legacy_ddp): per epoch rank 0
-    holds batches of 16 and 8, rank 1 one of 16 and then a stand-in batch as its LAST micro-batch
-    (fairseq's ignore_grad would zero the whole update's contrastive term there); every update
-    trains with finite losses, and pytorch_ddp is refused naming the backend."""
+    """--accumulate-contrastive with --update-freq 2 on 2 gloo ranks (legacy_ddp), with a momentum queue:
+    per epoch rank 0 holds batches of 16 and 8, rank 1 one of 16 and then a stand-in batch as its LAST
+    micro-batch (fairseq's ignore_grad would zero the whole update's contrastive term there); every update
+    trains with finite losses, and pytorch_ddp is refused naming the backend.
+
+    Resume on 2 ranks: fairseq reads a checkpoint on rank 0 and sends it to the others (broadcast_object),
+    whose torch.load (weights_only on torch >= 2.6) refused its config (a DictConfig): every run on 2 ranks
+    failed to resume. Restarted from its update-2 checkpoint, the run logs the uninterrupted run's update 3
+    and ends with its weights, queue and momentum encoder, bit for bit."""
+    import shutil
+
+    from harness.runs import by_update, load_state
+
     common = ["--distributed-backend", "gloo", "--update-freq", "2", "--accumulate-contrastive"]
-    args = train_args(small_data, tmp_path / "save", *common, "--ddp-backend", "legacy_ddp",
-                      max_update=3, batch_size=16)
+    args = [a for a in train_args(small_data, tmp_path / "save", *common, "--ddp-backend", "legacy_ddp",
+                                  "--queue-size", "40", max_update=3, batch_size=16)
+            if a != "--no-epoch-checkpoints"]  # checkpoint2.pt: the end of epoch 2, update 2
     proc = run_cli(torchrun(args), timeout=600)
     records = logged(proc.stdout)
     assert "distributed init (rank 1)" in proc.stdout, proc.stdout[-3000:]
@@ -140,36 +150,21 @@ def test_contrastive_problem_across_update_freq_on_two_ranks(small_data, tmp_pat
     # micro-batch is a stand-in has its statistics dropped by fairseq's trainer)
     assert [int(float(r["bsz"])) for r in records] == [24, 24, 24], [r.get("bsz") for r in records]
     assert all(float(r["cl_loss"]) > 0 and r["loss"] not in ("nan", "inf") for r in records)
+
+    (tmp_path / "resumed").mkdir()
+    shutil.copy(tmp_path / "save" / "checkpoint2.pt", tmp_path / "resumed" / "checkpoint_last.pt")
+    resumed = run_cli(torchrun([tmp_path / "resumed" if a == tmp_path / "save" else a for a in args]), timeout=600)
+    assert "Weights only load failed" not in resumed.stdout
+    assert "@ 2 updates)" in resumed.stdout, resumed.stdout[-3000:]
+    again = by_update(logged(resumed.stdout))
+    assert sorted(again) == [3] and again[3]["loss"] == by_update(records)[3]["loss"], (again, records)
+    ends = [load_state(tmp_path / name / "checkpoint_last.pt") for name in ("save", "resumed")]
+    assert ends[0]["criterion"]["momentum_queue.vectors"].shape[0] == 40
+    for part in ("model", "criterion"):
+        assert ends[0][part].keys() == ends[1][part].keys()
+        assert all(torch.equal(ends[0][part][k], ends[1][part][k]) for k in ends[0][part]), part
+
     bad = run_cli(torchrun(train_args(small_data, tmp_path / "bad", *common, "--ddp-backend", "pytorch_ddp",
                                       max_update=1, batch_size=16)), check=False, timeout=600)
     assert bad.returncode != 0 and "--accumulate-contrastive with several ranks needs --ddp-backend legacy_ddp" \
         in bad.stdout
-
-
-def test_two_ranks_resume_from_rank_0s_checkpoint_bit_exactly(tiny_data, tmp_path):
-    """fairseq reads a checkpoint on rank 0 and sends it to the others (broadcast_object), whose
-    torch.load (weights_only on torch >= 2.6) refused its config (a DictConfig): every run on 2 ranks
-    failed to resume. Now a 2-rank run with a momentum queue restarted from its update-2 checkpoint
-    logs the uninterrupted run's losses and ends with its weights, queue and momentum encoder, bit
-    for bit (the queue holds both ranks' positives, equal on both)."""
-    import shutil
-
-    from harness.runs import by_update, load_state
-
-    def command(save):
-        return torchrun(train_args(tiny_data, save, "--distributed-backend", "gloo", "--ddp-backend", "legacy_ddp",
-                                   "--queue-size", "12", "--save-interval-updates", "2", max_update=4, batch_size=4))
-
-    straight = run_cli(command(tmp_path / "straight"), timeout=600)
-    (tmp_path / "resumed").mkdir()
-    shutil.copy(tmp_path / "straight" / "checkpoint_1_2.pt", tmp_path / "resumed" / "checkpoint_last.pt")
-    resumed = run_cli(command(tmp_path / "resumed"), timeout=600)
-    assert "Weights only load failed" not in resumed.stdout
-    assert "(epoch 1 @ 2 updates)" in resumed.stdout, resumed.stdout[-3000:]
-    a, b = by_update(logged(straight.stdout)), by_update(logged(resumed.stdout))
-    assert sorted(b) == [3, 4] and all(b[u]["loss"] == a[u]["loss"] for u in (3, 4)), (a, b)
-    ends = [load_state(tmp_path / name / "checkpoint_last.pt") for name in ("straight", "resumed")]
-    assert ends[0]["criterion"]["momentum_queue.vectors"].shape[0] == 12
-    for part in ("model", "criterion"):
-        assert ends[0][part].keys() == ends[1][part].keys()
-        assert all(torch.equal(ends[0][part][k], ends[1][part][k]) for k in ends[0][part]), part
