@@ -82,6 +82,16 @@ class Piece:
         self.tokens, self.rng, self.autocast, self.out = tokens, rng, autocast, out
 
 
+def encode_frozen(encode, src_tokens: torch.Tensor, chunk_size: int) -> torch.Tensor:
+    """``encode(src_tokens)`` under no_grad, ``chunk_size`` rows at a time (all at once when <= 0):
+    the vectors of an encoder nothing trains (the momentum encoder, the guide) with one chunk's
+    activations at a time, as --contrastive-chunk-size promises for the model's own."""
+    with torch.no_grad():
+        if chunk_size <= 0 or src_tokens.size(0) <= chunk_size:
+            return encode(src_tokens)
+        return torch.cat([encode(chunk) for chunk in torch.split(src_tokens, chunk_size)])
+
+
 def encode_without_graph(encode, src_tokens: torch.Tensor, chunk_size: int) -> list:
     """``encode`` chunk by chunk (``chunk_size`` rows, all at once when <= 0) under no_grad,
     keeping what :func:`attach` needs to encode each chunk again with its graph."""

@@ -14,6 +14,7 @@ import os
 import torch
 
 from .errors import FairseqClearError
+from .gradcache import encode_frozen
 
 logger = logging.getLogger(__name__)
 
@@ -61,7 +62,7 @@ class GuideModel:
         return cls(hub.model, cfg.guide_model)
 
     @torch.no_grad()
-    def vectors(self, src_tokens):
+    def vectors(self, src_tokens, chunk_size: int = 0):
         """The guide's sentence vectors of every row of ``src_tokens`` (float32). Rows that are the
         same (SimCSE's two dropout views of a sentence are) are encoded once: the guide has no dropout,
         so a row's vector does not depend on its copies."""
@@ -76,9 +77,10 @@ class GuideModel:
         if next(model.parameters()).device != src_tokens.device:
             model.to(src_tokens.device)
         unique, inverse = torch.unique(src_tokens, dim=0, return_inverse=True)
+        encode = lambda rows: self._encode(model, rows)  # noqa: E731
         if unique.size(0) < src_tokens.size(0):
-            return self._encode(model, unique)[inverse]
-        return self._encode(model, src_tokens)
+            return encode_frozen(encode, unique, chunk_size)[inverse]
+        return encode_frozen(encode, src_tokens, chunk_size)
 
     @staticmethod
     def _encode(model, src_tokens):

@@ -24,6 +24,7 @@ from typing import Optional
 
 import torch
 
+from .gradcache import encode_frozen
 
 #: MASTERS_NOTE: under --fp16/--bf16 the model, so its copy, holds fp16/bf16 weights, in which the
 #: momentum's step (1 - m)·(θ - θ_m) is mostly below half a unit in the last place and would be
@@ -78,8 +79,10 @@ class MomentumQueue:
                 ema.copy_(master)
 
     @torch.no_grad()
-    def encode(self, src_tokens):
-        return _at_least_fp32(self.encoder(src_tokens, contrastive=True)[0])
+    def encode(self, src_tokens, chunk_size: int = 0):
+        """The momentum encoder's vectors of ``src_tokens``, ``chunk_size`` rows at a time (0: at once)."""
+        return _at_least_fp32(encode_frozen(lambda src: self.encoder(src, contrastive=True)[0], src_tokens,
+                                            chunk_size))
 
     @torch.no_grad()
     def push(self, vectors: torch.Tensor, keys: Optional[torch.Tensor], teacher: Optional[torch.Tensor] = None):

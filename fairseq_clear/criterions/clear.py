@@ -34,6 +34,7 @@ from ..fairseq_fixes import scope
 from ..guide import GuideModel
 from ..momentum_queue import MomentumQueue
 from .clear_config import (  # noqa: F401  (re-exported)
+    SENTENCE_DECODER_MISSING,
     ClearCriterionConfig,
     ClearCriterionError,
     check_config,
@@ -173,8 +174,7 @@ class ClearCriterion(FairseqCriterion):
         """InfoCSE's term: (summed cross-entropy, masked tokens) of the anchor views' tokens, masked at
         --sentence-mlm-prob and predicted by the model's decoder from each view's sentence vector."""
         if getattr(model, "sentence_decoder", None) is None:
-            raise ClearCriterionError("--sentence-mlm-weight needs the model's decoder: give --sentence-mlm-layers "
-                                      "1 or 2 (InfoCSE: 2)")
+            raise ClearCriterionError(SENTENCE_DECODER_MISSING)
         src = views["src_tokens"][: views["num_anchors"]]
         fixed = torch.isin(src, torch.tensor(self._unmaskable, device=src.device))
         masked = (torch.rand(src.shape, device=src.device) < self.cfg.sentence_mlm_prob) & ~fixed
@@ -190,12 +190,12 @@ class ClearCriterion(FairseqCriterion):
         encode = lambda src: model(src, contrastive=True)[0]  # noqa: E731  (through forward: DDP)
         chunk = self.cfg.contrastive_chunk_size if model.training else 0
         stand_in = step is not None and step.stand_in
-        guide = self.guide.vectors(views["src_tokens"]) if self.guide is not None and model.training else None
+        guide = self.guide.vectors(views["src_tokens"], chunk) if self.guide is not None and model.training else None
         momentum = None
         if self.queue is not None and model.training and torch.is_grad_enabled():
             if step is None or step.index == 0:  # once per update, before its views are encoded
                 self.queue.step(model)
-            momentum = split_views(self.queue.encode(views["src_tokens"]), views, stand_in)
+            momentum = split_views(self.queue.encode(views["src_tokens"], chunk), views, stand_in)
         if not (self.cfg.accumulate_contrastive and step is not None and step.count is not None
                 and model.training and torch.is_grad_enabled()):
             z = cached_encode(encode, views["src_tokens"], chunk, model.parameters())

@@ -63,7 +63,8 @@ class ClearCriterionConfig(FairseqDataclass):
             "help": "GradCache: encode the contrastive views in chunks of this many rows without "
             "keeping activations, and re-encode each chunk with its graph in the backward pass, so "
             "the candidate set is not limited by memory (CLEAR's 8,192-sentence batch on one "
-            "node); 0 = off. Several ranks need --ddp-backend legacy_ddp (see fairseq_clear/gradcache.py)"
+            "node); the guide's and the momentum encoder's vectors are computed in the same chunks; 0 = off. "
+            "Several ranks need --ddp-backend legacy_ddp (see fairseq_clear/gradcache.py)"
         },
     )
     mlm_chunk_size: int = field(
@@ -248,6 +249,12 @@ class ClearCriterionConfig(FairseqDataclass):
     cpu: bool = II("common.cpu")
 
 
+#: --sentence-mlm-weight on a model built without --sentence-mlm-layers (refused at start-up when the task
+#: built the model, else at the first forward)
+SENTENCE_DECODER_MISSING = ("--sentence-mlm-weight needs the model's decoder: give --sentence-mlm-layers 1 or 2 "
+                            "(InfoCSE: 2)")
+
+
 def field_default(name: str):
     """The default of one of :class:`ClearCriterionConfig`'s options."""
     return ClearCriterionConfig.__dataclass_fields__[name].default
@@ -380,6 +387,8 @@ def check_config(cfg, task, world_size: int) -> None:
                             ("--hardness-mode", "" if str(cfg.hardness_mode) == "off" else cfg.hardness_mode)):
             if value:
                 raise ClearCriterionError(f"{flag} acts on the contrastive loss, which --cl-weight 0 turns off")
+    if not math.isfinite(cfg.guide_margin):
+        raise ClearCriterionError(f"--guide-margin must be finite, got {cfg.guide_margin}")
     unused = [(f"--queue-momentum {cfg.queue_momentum}", "--queue-size", cfg.queue_size > 0,
                cfg.queue_momentum != field_default("queue_momentum")),
               (f"--distill-temperature {cfg.distill_temperature}", "--distill-weight", cfg.distill_weight > 0,
@@ -388,14 +397,22 @@ def check_config(cfg, task, world_size: int) -> None:
                cfg.distill_weight > 0, cfg.distill_teacher_temperature != field_default("distill_teacher_temperature")),
               (f"--sentence-mlm-prob {cfg.sentence_mlm_prob}", "--sentence-mlm-weight", cfg.sentence_mlm_weight > 0,
                cfg.sentence_mlm_prob != field_default("sentence_mlm_prob"))]
+    for flag, name in (("--guide-margin", "guide_margin"), ("--guide-margin-strategy", "guide_margin_strategy")):
+        # the margin decides which candidates the guide's filter masks: nothing without the filter
+        value = getattr(cfg, name)
+        if str(value) != str(field_default(name)) and cfg.guide_model and cfg.no_guide_filter:
+            raise ClearCriterionError(f"{flag} {value} has no effect with --no-guide-filter (it sets which "
+                                      "candidates the guide's filter masks); leave out one of the two")
+        unused.append((f"{flag} {value}", "--guide-model", bool(cfg.guide_model),
+                       str(value) != str(field_default(name))))
     for given, needs, on, changed in unused:
         if changed and not on:
             raise ClearCriterionError(f"{given} has no effect without {needs}; give {needs} too, or leave it out")
     if cfg.sentence_mlm_weight > 0 and cfg.cl_weight == 0:
         raise ClearCriterionError("--sentence-mlm-weight predicts the contrastive views' tokens, which --cl-weight 0 "
                                   "does not read")
-    if not math.isfinite(cfg.guide_margin):
-        raise ClearCriterionError(f"--guide-margin must be finite, got {cfg.guide_margin}")
+    if cfg.sentence_mlm_weight > 0 and getattr(task, "model_has_sentence_decoder", None) is False:
+        raise ClearCriterionError(SENTENCE_DECODER_MISSING)
     if getattr(task, "uses_hard_negatives", False) and cfg.loss_form != "simcse":
         # nt-xent has no place for them: they would be dropped without a word
         raise ValueError("the task feeds hard negatives (--hard-negatives), which only --loss-form "

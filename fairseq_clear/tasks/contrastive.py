@@ -239,6 +239,8 @@ class ContrastiveTask(StsValidationMixin, MaskedLMTask):
             # the size of the vectors the contrastive loss compares (--matryoshka-dims is checked against it)
             head = "projection" if getattr(model, "projection_head", None) is not None else "representation"
             self.contrastive_dim, self.contrastive_head = model.representation_dim(head), head
+        #: whether --sentence-mlm-weight has its decoder (the criterion, built next, checks it at start-up)
+        self.model_has_sentence_decoder = getattr(model, "sentence_decoder", None) is not None
         return model
 
     #: the recipe (continued.CONTINUED) whose continued-training values a paper mode follows

@@ -177,3 +177,30 @@ def test_a_row_longer_than_the_guides_positions_is_refused_in_one_line(built, pl
     assert torch.isfinite(guide.vectors(fits)).all()  # as many tokens as positions: read
     with pytest.raises(GuideModelError, match=r"--guide-model .*at most 64 tokens and a batch has a row of 65"):
         guide.vectors(torch.randint(4, 50, (3, 65)))
+
+
+def test_with_chunks_the_guide_and_the_momentum_encoder_encode_a_chunk_at_a_time(tiny_data, plain_checkpoint,
+                                                                                 monkeypatch):
+    """--contrastive-chunk-size bounds the activations of every encoder a batch goes through: the
+    model's (GradCache), the guide's and the momentum encoder's (no_grad, chunk by chunk); the loss is
+    the one of the same batch encoded at once (no dropout: the chunks' masks are drawn apart)."""
+    built = ch.build(tiny_data, "--mlm", "off", "--dropout", "0", "--attention-dropout", "0")
+    task, model, _ = built
+    options = dict(guide_model=str(plain_checkpoint.parent), guide_checkpoint=plain_checkpoint.name,
+                   distill_weight=1.0, queue_size=8)
+    sample = ch.batch(task, range(60, 66))  # 12 views, all distinct
+    at_once = ch.criterion(built, **options)
+    whole = ch.forward(at_once, model, sample, seed=5)[0]
+    rows, features = [], type(model).sentence_features
+    monkeypatch.setattr(type(model), "sentence_features", lambda self, s, *a, **k: rows.append(s.size(0))
+                        or features(self, s, *a, **k))
+    criterion = ch.criterion(built, contrastive_chunk_size=4, **options)
+    model.train()
+    torch.manual_seed(5)
+    loss, _, chunked = criterion(model, sample)  # (ch.forward encodes the views again, whole)
+    loss.backward()
+    assert rows and max(rows) == 4 and sum(rows) >= 4 * 12  # model (twice: GradCache), guide, momentum
+    for name in ("loss", "cl_loss", "kd_loss"):
+        assert chunked[name].item() == pytest.approx(whole[name].item(), rel=1e-5)
+    for name in ("vectors", "teacher"):  # what the momentum encoder and the guide queued
+        torch.testing.assert_close(getattr(criterion.queue, name), getattr(at_once.queue, name))

@@ -140,12 +140,12 @@ def test_off_the_model_and_the_loss_are_as_before(base, decoder):
     ({"sentence_mlm_weight": 1.0, "cl_weight": 0.0}, "--sentence-mlm-weight predicts the contrastive views' tokens"),
     ({"sentence_mlm_weight": 1.0, "sentence_mlm_prob": 0.0}, "--sentence-mlm-prob must be in (0, 1], got 0.0"),
 ])
-def test_a_term_without_its_decoder_or_views_is_refused(base, changes, message):
+def test_a_term_without_its_decoder_or_views_is_refused_at_start_up(base, changes, message):
+    """Refused when the criterion is built (fairseq-train's start-up), not at the first forward."""
     from fairseq_clear.criterions.clear import ClearCriterionError
 
-    task, model, _ = base
     with pytest.raises(ClearCriterionError, match=message.replace("(", r"\(").replace(")", r"\)")):
-        ch.forward(ch.criterion(base, **changes), model, ch.batch(task, range(4)))
+        ch.criterion(base, **changes)
 
 
 def test_a_decoder_without_its_term_or_of_three_layers_is_refused(decoder, tiny_data):
