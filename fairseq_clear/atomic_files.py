@@ -1,29 +1,36 @@
 """Outputs written beside their target under one temporary name and renamed over it only when
 complete, and the cleanup of what a killed process of ours left under that name.
 
-The one temporary name is ``.NAME.tmp-PID`` beside NAME (a file or a directory), with ``-TAG``
-after the PID where one process writes several (``.checkpoint_last.pt.tmp-812-save0``) and what a
-library appends to a prefix (``.spm.tmp-812.model``). An entry of this pattern whose process is
-gone is ours to remove (:func:`remove_stale_tmp`); nothing else is.
+The one temporary name is ``.NAME.tmp-PID@HOST`` beside NAME (a file or a directory), with ``-TAG``
+after it where one process writes several (``.checkpoint_last.pt.tmp-812@1f3a9c0b-save0``) and what a
+library appends to a prefix (``.spm.tmp-812@1f3a9c0b.model``); HOST is :data:`HOST`. An entry of this
+pattern whose process is gone is ours to remove (:func:`remove_stale_tmp`); nothing else is. A
+process's PID means something only on its own machine: on a folder that several machines share (a
+network file system; clear-prepare's shards), an entry of another HOST is never judged by this
+machine's processes, so never removed here (a name without HOST, of earlier versions: judged here).
 
 Nothing here imports fairseq, torch or another module of the package: every folder may use it.
 """
 
+import hashlib
 import json
 import os
 import re
 import shutil
+import socket
 from contextlib import contextmanager
 from typing import Iterable, List, Optional
 
-#: the one temporary-name pattern: ``.NAME.tmp-PID``, then ``-TAG`` or a library's ``.EXT``
-TEMP_NAME = re.compile(r"^\.(?P<target>.+)\.tmp-(?P<pid>\d+)(?:[-.].*)?$")
+#: this machine in temporary names: 8 hex digits of a hash of its host name
+HOST = hashlib.sha1(socket.gethostname().encode("utf-8", "replace")).hexdigest()[:8]
+#: the one temporary-name pattern: ``.NAME.tmp-PID@HOST``, then ``-TAG`` or a library's ``.EXT``
+TEMP_NAME = re.compile(r"^\.(?P<target>.+)\.tmp-(?P<pid>\d+)(?:@(?P<host>[0-9a-f]{8}))?(?:[-.].*)?$")
 
 
 def tmp_name(path: str, tag: str = "") -> str:
     """The temporary name beside ``path`` of this process (``tag``: one of several it writes)."""
     d, base = os.path.split(path)
-    return os.path.join(d, f".{base}.tmp-{os.getpid()}" + (f"-{tag}" if tag else ""))
+    return os.path.join(d, f".{base}.tmp-{os.getpid()}@{HOST}" + (f"-{tag}" if tag else ""))
 
 
 def tmp_prefix(path: str) -> str:
@@ -58,6 +65,8 @@ def stale_tmp(directory: str, names: Optional[Iterable[str]] = None, own: bool =
             continue
         pid = int(m.group("pid"))
         if pid >= 2 ** 31:  # no process has it (os.kill cannot even ask): not a name of ours
+            continue
+        if m.group("host") not in (None, HOST):  # another machine's process: not ours to judge
             continue
         if (own and pid == os.getpid()) or (pid != os.getpid() and not pid_alive(pid)):
             stale.append(entry)

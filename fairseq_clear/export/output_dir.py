@@ -1,6 +1,6 @@
 """Write an export directory without ever deleting or overwriting what we did not write.
 
-The export is built in a staging sibling (``.NAME.tmp-PID-XXXX``: atomic_files' temporary name,
+The export is built in a staging sibling (``.NAME.tmp-PID@HOST-XXXX``: atomic_files' temporary name,
 marked as ours) and moved into place only once it is complete (and verified, by the caller). A new
 or empty ``--out`` is replaced by a single rename. A non-empty one is touched only with
 ``overwrite=True``, and then file by file: a file of the new export may replace an existing

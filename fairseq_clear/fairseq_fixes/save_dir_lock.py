@@ -9,7 +9,7 @@ until the run ends; a second run stops there with an error naming the first (pid
 start time), before anything in the directory is written or deleted. A run whose scope opened
 later (scope.component_built: fairseq-hydra-train) takes it where it restores its checkpoint
 (checkpoint_loading.py), still before any checkpoint is read or written. Temporary files that
-this package writes (``.NAME.tmp-PID...``, ``atomic_files``) and whose process is gone
+this package writes (``.NAME.tmp-PID@HOST...``, ``atomic_files``) and whose process is gone
 (killed mid-save) are removed then; nothing else is. ``--no-save`` runs take no lock.
 Limits: flock is per host; on a network file system shared by several hosts the
 lock may not be seen by the other host.

@@ -64,7 +64,7 @@ class LineReport:
 # ---- resumable steps --------------------------------------------------------------------
 
 #: Bump when a change of the code changes what a step writes: old markers then no longer match.
-PIPELINE_VERSION = 1
+PIPELINE_VERSION = 2  # 2: a line of Unicode whitespace only is a blank line (text.is_blank)
 
 
 def fingerprint(*parts) -> str:
@@ -86,12 +86,19 @@ class StepMarkers:
     holds the step's fingerprint (a hash of its inputs and options, chained over
     the upstream steps), its outputs and its statistics. A step counts as done only
     if its marker's fingerprint matches and every output exists with the recorded
-    size, so a half-written or stale output is never taken for a finished one.
+    size, so a half-written or stale output is never taken for a finished one. Outputs below
+    ``root`` (the output folder) are recorded relative to it, so that a copied or moved folder
+    checks its own files, not the original's.
     """
 
-    def __init__(self, directory: str):
-        self.directory = directory
+    def __init__(self, directory: str, root: str):
+        self.directory, self.root = directory, os.path.abspath(root)
         os.makedirs(directory, exist_ok=True)
+
+    def outputs(self, marker: Optional[Dict]) -> Dict[str, Optional[int]]:
+        """A marker's outputs: absolute path -> size (None: a folder)."""
+        # os.path.join keeps an absolute path as it is (outputs outside root; markers of older versions)
+        return {os.path.join(self.root, p): size for p, size in (marker or {}).get("outputs", {}).items()}
 
     def path(self, name: str) -> str:
         return os.path.join(self.directory, f"{name}.json")
@@ -107,7 +114,7 @@ class StepMarkers:
         marker = self.load(name)
         if not marker or marker.get("fingerprint") != fp:
             return None
-        for path, size in marker.get("outputs", {}).items():
+        for path, size in self.outputs(marker).items():
             if not os.path.exists(path):
                 return None
             if size is not None and os.path.isfile(path) and os.path.getsize(path) != size:
@@ -116,15 +123,17 @@ class StepMarkers:
 
     def mark(self, name: str, fp: str, outputs: Iterable[str], stats: Dict, seconds: float,
              **extra):
-        outputs = {
-            os.path.abspath(p): (os.path.getsize(p) if os.path.isfile(p) else None)
-            for p in outputs
-        }
+        outputs = {self._key(p): (os.path.getsize(p) if os.path.isfile(p) else None) for p in outputs}
         write_json(
             self.path(name),
             {"step": name, "fingerprint": fp, "outputs": outputs, "stats": stats,
              "seconds": round(seconds, 3), **extra},
         )
+
+    def _key(self, path: str) -> str:
+        path = os.path.abspath(path)
+        inside = os.path.commonpath([path, self.root]) == self.root
+        return os.path.relpath(path, self.root) if inside else path
 
     def clear(self, name: str):
         try:
@@ -214,7 +223,7 @@ def progress(total=None, desc="", unit="B", enabled=True, **kwargs):
         desc=desc,
         unit=unit,
         unit_scale=unit == "B",
-        unit_divisor=1024 if unit == "B" else 1000,
+        unit_divisor=1000,  # MB as the summary's (1e6 bytes), not MiB
         disable=not enabled,
         mininterval=0.2 if tty else 30.0,
         dynamic_ncols=True,

@@ -88,6 +88,7 @@ class Rows:
         self.read = 0
         self.skipped = collections.Counter()
         self.has_hard_negative_column = False
+        self.hard_negatives_not_read = 0  # rows whose hard_neg --no-hard-negatives left unread
 
     def skip(self, reason: str):
         self.skipped[reason] += 1
@@ -153,6 +154,7 @@ def read_simcse_csv(path: str, rows: Rows, use_hard: Optional[bool]):
                 rows.skip("empty hard negative")
                 continue
             rows.triples.append((s0, s1, hard))
+            rows.hard_negatives_not_read += has_hard and not take_hard
 
 
 def read_nli_jsonl(path: str, rows: Rows):
@@ -454,6 +456,12 @@ def prepare(args) -> Dict:
             "pairs_written": len(triples),
             "skipped": dict(sorted(rows.skipped.items())),
         }
+        left_out = rows.hard_negatives_not_read + (0 if hard else sum(1 for t in triples if t[2] is not None))
+        if left_out:  # the rows are written, their third column is not
+            report[split]["hard_negatives_not_written"] = left_out
+            why = "--negative-pairs" if negative_pairs else "--no-hard-negatives"
+            logger.warning("%s: the hard_neg of %d rows is not written (%s: the rows are sent0,sent1 only)",
+                           split, left_out, why)
     if not assembled["train"]:
         raise PrepareError(
             f"no training pairs in {args.train}: skipped {report['train']['skipped']}"

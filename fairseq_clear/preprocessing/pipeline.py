@@ -23,6 +23,7 @@ See docs/data.md.
 """
 
 import argparse
+import codecs
 import json
 import logging
 import os
@@ -292,7 +293,7 @@ class Pipeline:
         remove_stale_tmp(self.work)
         # data-bin's: what an earlier version left (data-bin is now staged by output_dir, which cleans its own)
         remove_stale_tmp(self.out_dir, names=("summary.json", "data-bin", "data-bin.old"))
-        self.markers = StepMarkers(os.path.join(self.work, "steps"))
+        self.markers = StepMarkers(os.path.join(self.work, "steps"), self.out_dir)
         self.workers = self.opts["workers"] or os.cpu_count() or 1
         self.data_bin = os.path.abspath(data_bin) if data_bin else os.path.join(self.out_dir, "data-bin")
 
@@ -602,7 +603,7 @@ class Pipeline:
         written = set()
         for marker in sorted(os.listdir(self.markers.directory)):
             if marker.endswith(".json"):
-                written.update((self.markers.load(marker[:-len(".json")]) or {}).get("outputs", {}))
+                written.update(self.markers.outputs(self.markers.load(marker[:-len(".json")])))
         if self.markers.load("spm"):  # the spm step's sample beside its model (not an output it is judged by)
             written.add(self.path("spm_sample.txt"))
         for path in sorted(written):
@@ -700,12 +701,14 @@ class Pipeline:
 
 
 def holds_text(path: str) -> bool:
-    """Whether ``path`` has a byte other than ASCII whitespace (read until the first one)."""
+    """Whether ``path`` has a character other than whitespace, Unicode's included (as clean_line and
+    text_mod.is_blank see it), read until the first block that has one."""
+    decoder = codecs.getincrementaldecoder("utf-8")("replace")  # a character cut between blocks is whole
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
-            if block.strip():
+            if decoder.decode(block).strip():
                 return True
-    return False
+    return bool(decoder.decode(b"", final=True).strip())
 
 
 def check_tokenizer_dir(directory: str) -> None:

@@ -116,7 +116,23 @@ def split_block_lines(block: bytes) -> List[bytes]:
     return lines
 
 
-_BLANK_LINE = re.compile(rb"(?m)^[ \t\r\x0b\x0c]*$")
+#: the characters other than ASCII's that str.isspace (so clean_line's str.split) takes for whitespace,
+#: besides \n (tests/unit/test_text_blank_lines.py derives them from Python's own tables)
+UNICODE_SPACES = ("\x1c\x1d\x1e\x1f\x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008"
+                  "\u2009\u200a\u2028\u2029\u202f\u205f\u3000")
+_SPACE = rb"[ \t\r\x0b\x0c]|" + b"|".join(re.escape(c.encode("utf-8")) for c in UNICODE_SPACES)
+#: the first bytes of the UTF-8 of UNICODE_SPACES: only a line that starts with one can be blank
+#: without being blank to bytes.strip
+_OTHER_SPACE_LEADS = frozenset(c.encode("utf-8")[0] for c in UNICODE_SPACES)
+#: a line of whitespace only, Unicode's included: blank (scraped HTML's &nbsp; paragraphs end a document)
+_BLANK_LINE = re.compile(rb"(?m)^(?:" + _SPACE + rb")*$")
+_WHITESPACE_ONLY = re.compile(rb"(?:" + _SPACE + rb")*")
+
+
+def is_blank(line: bytes) -> bool:
+    """Whether a line (bytes, without its \n) holds whitespace only, NBSP, U+3000 and the other
+    characters of :data:`UNICODE_SPACES` included: what clean_line would leave nothing of."""
+    return not line.strip() or _WHITESPACE_ONLY.fullmatch(line) is not None
 
 
 class BlockState(NamedTuple):
@@ -129,8 +145,7 @@ class BlockState(NamedTuple):
     def after(self, block: bytes) -> "BlockState":
         body = block[:-1] if block.endswith(b"\n") else block
         last = body.rsplit(b"\n", 1)[-1]
-        return BlockState(False, not last.strip(),
-                          self.seen_blank or _BLANK_LINE.search(body) is not None)
+        return BlockState(False, is_blank(last), self.seen_blank or _BLANK_LINE.search(body) is not None)
 
 
 class LineClassifier:
@@ -161,6 +176,9 @@ class LineClassifier:
                 line = line[len(_BOM):]
                 self.report.add("normalized", "utf8_byte_order_mark")
         stripped = line.strip()
+        if stripped and stripped[0] in _OTHER_SPACE_LEADS and is_blank(stripped):
+            self.report.add("normalized", "unicode_whitespace_line_as_blank_line")
+            stripped = b""
         after_blank = self.prev_blank or not self.seen_blank
         self.prev_blank = not stripped
         if not stripped:

@@ -307,3 +307,20 @@ def test_prepare_killed_while_publishing_data_bin_leaves_whole_files(raw, tmp_pa
     new = dict(FAST, tokens_per_sample=12, test_size=0)
     _kill_while_publishing(out / "data-bin", restore, lambda: prepare([str(raw)], str(out), **new), monkeypatch)
     assert (out / "data-bin" / "checkpoint_best.pt").read_bytes() == b"weights"
+
+
+def test_prepare_pairs_counts_the_hard_negatives_it_does_not_write(tiny_data, tmp_path, caplog):
+    """SimCSE's csv with a hard_neg column, prepared without its column (--no-hard-negatives, or
+    --negative-pairs, whose rows are sent0,sent1 with a label): the left-out column is counted in
+    pairs.json and named in a warning, not dropped without a word."""
+    train = _pairs_file(tmp_path / "train.csv", 12, seed=1)
+    caplog.set_level("WARNING")
+    summary = _prepare_pairs(*_pairs_args(tiny_data, tmp_path / "plain", train, "--no-hard-negatives"))
+    assert summary["splits"]["train"]["hard_negatives_not_written"] == 12
+    assert "the hard_neg of 12 rows is not written (--no-hard-negatives" in caplog.text
+    assert not (tmp_path / "plain" / "hard_neg").exists()
+    labelled = _prepare_pairs(*_pairs_args(tiny_data, tmp_path / "labelled", train, "--negative-pairs"))
+    assert labelled["splits"]["train"]["hard_negatives_not_written"] == 12
+    assert "(--negative-pairs: the rows are sent0,sent1 only)" in caplog.text
+    used = _prepare_pairs(*_pairs_args(tiny_data, tmp_path / "used", train))
+    assert "hard_negatives_not_written" not in used["splits"]["train"]

@@ -3,6 +3,7 @@ shards prepared separately into fairseq's DATA/shardK layout, which the plugin's
 epoch; a finished shard is skipped on a rerun, a damaged one made again; the summary covers all."""
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -256,3 +257,25 @@ def test_shards_split_sentences_with_the_vocabularys_punkt(tmp_path):
     with pytest.raises(PrepareError, match=r"^--valid: '.*valid.txt' holds no text \(empty or blank lines only\)$"):
         prepare(files, str(tmp_path / "v"), valid=[str(empty)], **FAST)
     assert not (tmp_path / "v" / "work" / "steps").exists() or not any((tmp_path / "v" / "work" / "steps").iterdir())
+
+
+def test_a_copied_out_dir_checks_its_own_files(corpus, tmp_path):
+    """The step markers record their outputs relative to OUT_DIR: a copy (another disk, a moved
+    folder) whose intermediate was removed runs the step again instead of taking the original's
+    file for its own; the original is left as it was."""
+    import shutil
+
+    d, files, _ = corpus
+    options = dict(vocab_size=120, spm_sample_size=2000, valid_size=10, test_size=0, **FAST)
+    original = tmp_path / "original"
+    prepare(files[:2], str(original), **options)
+    marker = json.loads((original / "work" / "steps" / "sentences-train.json").read_text())
+    assert all(not os.path.isabs(p) for p in marker["outputs"])  # relative to OUT_DIR
+    copy = tmp_path / "copy"
+    shutil.copytree(original, copy)
+    (copy / "data-bin" / "train.bin").unlink()
+    again = prepare(files[:2], str(copy), **options)
+    assert again["steps"]["binarize"]["status"] == "ran"
+    assert (copy / "data-bin" / "train.bin").read_bytes() == (original / "data-bin" / "train.bin").read_bytes()
+    assert all(st["status"].startswith("skipped") for st in prepare(files[:2], str(original), **options)
+               ["steps"].values())

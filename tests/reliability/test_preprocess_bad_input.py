@@ -236,3 +236,46 @@ def test_a_file_given_twice_or_also_as_valid_and_bad_worker_counts_are_refused(t
                          (prepare_multitask.build_parser(), ["--out", "o", "--limit-train", "-50"])):
         with pytest.raises(SystemExit):
             parser.parse_args(argv)
+
+
+def test_a_line_of_unicode_whitespace_is_a_blank_line_and_ends_a_document(tmp_path):
+    """Scraped HTML's &nbsp; paragraphs (NBSP, U+3000, ...): clean_line leaves nothing of such a line, so
+    it is blank, as a line of ASCII spaces is: it ends a document (it used to join two documents), it is
+    counted as blank, and --valid of such lines only holds no text."""
+    import sys
+
+    from fairseq_clear.preprocessing.pipeline import holds_text
+
+    derived = "".join(chr(c) for c in range(sys.maxunicode + 1) if chr(c).isspace() and chr(c) not in " \t\n\r\x0b\x0c")
+    assert text_mod.UNICODE_SPACES == derived  # Python's own table
+    for c in derived:
+        assert text_mod.is_blank(c.encode("utf-8")) and text_mod.is_blank(f" {c}\t{c}{c} ".encode("utf-8"))
+    for line in ("a", "\u200b", "\ufeff", "\xa0a\xa0"):  # zero-width space and BOM are not whitespace
+        assert not text_mod.is_blank(line.encode("utf-8"))
+    assert not text_mod.is_blank(b"\xa0")  # a Latin-1 byte, not UTF-8: invalid, replaced, kept as text
+    f = tmp_path / "scraped.txt"
+    f.write_bytes("First document here.\n\xa0\nSecond document here.\n\u3000 \u2003\nThird one here.\n"
+                  .encode("utf-8"))
+    options = dict(formats={str(f): "text"}, documents="blank-lines", wikitext_headings="drop",
+                   wikitext_markers="join", invalid_utf8="replace")
+    stats = text_mod.split_files([str(f)], str(tmp_path / "out.sent"), options, None, 1, False)
+    assert stats["documents"] == 3
+    assert (tmp_path / "out.sent").read_text("utf-8") == \
+        "First document here.\n\nSecond document here.\n\nThird one here.\n"
+    assert stats["input"]["blank_lines"] == 2
+    assert stats["lines"]["normalized"] == {"unicode_whitespace_line_as_blank_line": 2}
+    nbsp = tmp_path / "nbsp.txt"
+    nbsp.write_bytes(("\xa0 \u3000\n" * 400_000).encode("utf-8"))  # > 1 MB: characters cut between blocks
+    assert not holds_text(str(nbsp))
+    nbsp.write_bytes(("\xa0\n" * 400_000 + "text\n").encode("utf-8"))
+    assert holds_text(str(nbsp))
+
+
+def test_the_progress_bar_counts_megabytes_as_the_summary_does():
+    """The bar's MB and MB/s are the summary's (10^6 bytes), not MiB under the name MB."""
+    from fairseq_clear.preprocessing.common import progress
+
+    bar = progress(total=25_221_220, desc="sentences", enabled=True)
+    bar.update(25_221_220)
+    assert "25.2M/25.2M" in str(bar)
+    bar.close()

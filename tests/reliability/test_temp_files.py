@@ -54,3 +54,33 @@ def test_the_save_dir_cleanup_removes_every_dead_writer_of_ours_and_nothing_else
     removed = remove_stale_temp_files(tmp_path)
     assert sorted(removed) == sorted(ours + [f".export.tmp-{DEAD}-ab12"])
     assert sorted(os.listdir(tmp_path)) == sorted(theirs)
+
+
+def test_another_machines_temporary_files_are_never_judged_by_this_machines_processes(tmp_path):
+    """A folder several machines share (clear-prepare's shards on a network file system): a temporary
+    name holds its machine (``.NAME.tmp-PID@HOST``); another machine's is left alone whatever its pid
+    (its process cannot be seen from here: removing it broke that machine's rename), this machine's
+    dead writer's is removed, and a name without a machine (earlier versions) is judged here."""
+    from fairseq_clear.atomic_files import HOST, remove_stale_tmp, tmp_name
+    from fairseq_clear.evaluation.senteval.transfer import VectorCache
+
+    name = os.path.basename(tmp_name(str(tmp_path / "summary.json"), "save0"))
+    assert name == f".summary.json.tmp-{os.getpid()}@{HOST}-save0"
+    assert TEMP_NAME.match(name).group("host") == HOST
+    other = "0123abcd" if HOST != "0123abcd" else "4567cdef"
+    ours = [f".summary.json.tmp-{DEAD}@{HOST}", f".summary.json.tmp-{DEAD}", f".spm.tmp-{DEAD}@{HOST}.model"]
+    theirs = [f".summary.json.tmp-{DEAD}@{other}", f".spm.tmp-{DEAD}@{other}-x1.model"]
+    for entry in ours + theirs:
+        (tmp_path / entry).write_bytes(b"x")
+    assert sorted(remove_stale_tmp(str(tmp_path), own=False)) == sorted(ours)
+    assert sorted(os.listdir(tmp_path)) == sorted(theirs)
+    # the vector cache's own cleanup goes through the same rule
+    cache = VectorCache(str(tmp_path / "cache"))
+    folder = tmp_path / "cache" / "model-0123abcd"
+    folder.mkdir(parents=True)
+    entry = "STSB-" + "0" * 24 + ".npz"
+    stale = [f".{entry}.tmp-{DEAD}@{HOST}", f".{entry}.sha256.tmp-{DEAD}"]
+    for left in stale + [f".{entry}.tmp-{DEAD}@{other}"]:
+        (folder / left).write_bytes(b"x")
+    cache.entries()
+    assert os.listdir(folder) == [f".{entry}.tmp-{DEAD}@{other}"]

@@ -33,7 +33,7 @@ from typing import Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 
-from ...atomic_files import atomic_write, remove_stale_tmp
+from ...atomic_files import TEMP_NAME, atomic_write, remove_stale_tmp
 from ...vocabulary import sha256
 from . import classifier as sc
 from .data import DECLUTR_DOWNSTREAM, NOT_IMPLEMENTED, PROBING, SNLI_LABELS, TaskData
@@ -150,7 +150,6 @@ class VectorCache:
     SLUG = re.compile(r"^[A-Za-z0-9._-]{1,100}-[0-9a-f]{8}$")
     ENTRY = re.compile(r"^[A-Za-z0-9-]+-[0-9a-f]{24}\.npz$")
     CHECKSUM = ".sha256"
-    TEMPORARY = re.compile(r"^\.([A-Za-z0-9-]+-[0-9a-f]{24}\.npz(?:\.sha256)?)\.tmp-\d+$")  # atomic_write's
 
     def __init__(self, directory: str, max_bytes: int = 20 * 10 ** 9):
         self.directory, self.max_bytes = directory, max_bytes
@@ -244,7 +243,9 @@ class VectorCache:
             if not self.SLUG.match(slug) or os.path.islink(folder) or not os.path.isdir(folder):
                 continue
             names = os.listdir(folder)
-            stale = [m.group(1) for m in map(self.TEMPORARY.match, names) if m]
+            # atomic_write's temporary names of an entry or of its checksum
+            stale = [m.group("target") for m in map(TEMP_NAME.match, names)
+                     if m and self.ENTRY.match(m.group("target").removesuffix(self.CHECKSUM))]
             if stale:  # an entry or checksum whose writer died mid-write
                 remove_stale_tmp(folder, stale)
             for name in names:
