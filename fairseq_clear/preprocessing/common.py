@@ -63,6 +63,9 @@ class LineReport:
 
 # ---- resumable steps --------------------------------------------------------------------
 
+#: options that do not change what the pipeline writes
+RUN_ONLY_OPTIONS = ("workers", "progress", "remove_intermediate", "force")
+
 #: Bump when a change of the code changes what a step writes: old markers then no longer match.
 PIPELINE_VERSION = 2  # 2: a line of Unicode whitespace only is a blank line (text.is_blank)
 

@@ -40,6 +40,7 @@ from . import shards as shards_mod
 from . import encode as encode_mod
 from . import text as text_mod
 from .common import (
+    RUN_ONLY_OPTIONS,
     LineReport,
     PrepareError,
     StepMarkers,
@@ -55,10 +56,8 @@ logger = logging.getLogger("fairseq_clear.prepare")
 SPLITS = ("train", "valid", "test")
 #: data-bin's manifest names this command: a rerun replaces its own files there
 WRITER = "clear-prepare"
-#: options that do not change what the pipeline writes
 #: the sentence splitter's parameters (in work/; published in an --only-vocab data-bin for the shards)
 PUNKT_FILE = "punkt.json"
-RUN_ONLY_OPTIONS = ("workers", "progress", "remove_intermediate", "force")
 
 DEFAULTS = dict(
     valid=None,

@@ -20,8 +20,8 @@ import math
 import os
 from typing import Dict, List, Optional, Sequence
 
-from .common import (PrepareError, atomic_write, check_input_files, check_output_dir, file_identity,
-                     fingerprint, write_json)
+from .common import (RUN_ONLY_OPTIONS, PrepareError, atomic_write, check_input_files, check_output_dir,
+                     file_identity, fingerprint, write_json)
 
 logger = logging.getLogger("fairseq_clear.prepare")
 
@@ -109,8 +109,7 @@ def prepare_shards(Pipeline, inputs: Sequence[str], out_dir: str, shards: int, s
 
 
 #: options a shard's summary records that may differ between shards of one corpus (or machines)
-_PER_SHARD = ("tokenizer_from", "valid", "test", "valid_size", "test_size", "workers", "progress",
-              "remove_intermediate", "force")
+_PER_SHARD = ("tokenizer_from", "valid", "test", "valid_size", "test_size") + RUN_ONLY_OPTIONS
 
 
 def _made_otherwise(summary: Dict, options: Dict, dict_sha256: Optional[str]) -> Optional[str]:

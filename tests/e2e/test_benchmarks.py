@@ -501,6 +501,9 @@ def test_beyond_clear_quality_rows_add_one_option_and_its_table_replaces_only_it
     assert esim[esim.index("--augmentations") + 1] == "word-rep" and len(esim) == len(simcse) + 6
     assert esim[-4:] == ["--queue-size", "80", "--queue-momentum", "0.995"]
     assert rows["SimCSE-unsup + queue"][1] == simcse + esim[-4:]
+    short = esim[-4:-1] + [str(bench.SHORT_MOMENTUM)]  # the momentum scaled to the run's 200 updates
+    assert rows[f"ESimCSE, m {bench.SHORT_MOMENTUM}"][1] == esim[:-4] + short
+    assert rows[f"SimCSE-unsup + queue, m {bench.SHORT_MOMENTUM}"][1] == simcse + short
     assert rows["MLM+del-span+reorder + sentence-MLM"][1][:len(clear)] == clear
     runs = [_quality_run(n, s, 40.0, base + s, seconds)
             for n, base, seconds in (("SimCSE-unsup", 50.0, 10.0), ("ESimCSE (word-rep + queue)", 52.0, 15.0))
