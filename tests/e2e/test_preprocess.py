@@ -234,7 +234,7 @@ def test_killed_run_resumes_and_matches_an_uninterrupted_run(corpus, prepared, t
     finally:
         proc.wait()
     assert not (work / "train.spm").exists()
-    assert not StepMarkers(str(work / "steps")).load("encode-train")
+    assert not StepMarkers(str(work / "steps"), str(work.parent)).load("encode-train")
     assert any(p.name.startswith(".train.spm.tmp-") for p in work.iterdir())  # the torn file
 
     done = run_cli(args + ["--no-progress"], env={"OMP_NUM_THREADS": "1", "PYTHON": sys.executable})

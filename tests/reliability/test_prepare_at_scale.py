@@ -68,7 +68,8 @@ def test_a_kill_mid_binarize_resumes_to_the_same_files_and_leaves_no_temp_files(
     work = tmp_path / "out" / "work"
     torn = [p.name for p in work.iterdir() if ".tmp-" in p.name]
     assert any(n.startswith(".train.ids.bin.tmp-") for n in torn), torn  # killed while writing train.ids.bin
-    assert not (work / "train.ids.bin").exists() and not StepMarkers(str(work / "steps")).load("encode-train")
+    assert not (work / "train.ids.bin").exists()
+    assert not StepMarkers(str(work / "steps"), str(work.parent)).load("encode-train")
     assert not (tmp_path / "out" / "data-bin" / "train.bin").exists()
 
     # the same run again (the command's options: the same fingerprints)
