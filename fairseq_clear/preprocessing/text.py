@@ -117,7 +117,8 @@ def split_block_lines(block: bytes) -> List[bytes]:
 
 
 #: the characters other than ASCII's that str.isspace (so clean_line's str.split) takes for whitespace,
-#: besides \n (tests/unit/test_text_blank_lines.py derives them from Python's own tables)
+#: besides \n (test_a_line_of_unicode_whitespace_is_a_blank_line_and_ends_a_document, in
+#: tests/reliability/test_preprocess_bad_input.py, derives them from Python's own tables)
 UNICODE_SPACES = ("\x1c\x1d\x1e\x1f\x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008"
                   "\u2009\u200a\u2028\u2029\u202f\u205f\u3000")
 _SPACE = rb"[ \t\r\x0b\x0c]|" + b"|".join(re.escape(c.encode("utf-8")) for c in UNICODE_SPACES)
