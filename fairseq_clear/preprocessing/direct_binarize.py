@@ -96,7 +96,32 @@ class IdMap:
             flat = np.concatenate(lines)
         else:
             flat = self.table[np.concatenate(lines)]
-        sizes = np.fromiter(map(len, lines), dtype=np.int64, count=len(lines)) + 1
+        return self._with_eos(flat, np.fromiter(map(len, lines), dtype=np.int64, count=len(lines)))
+
+    def pack_lines(self, block, numbers: List[int]):
+        """:meth:`pack` of the lines ``numbers`` of ``block`` (an :class:`encode.BlockIds`): their
+        ids taken in one slice where they lie end to end in the block (a block's lines as it
+        renders them, but for truncated ones), else in one gather."""
+        if not numbers:
+            return b"", []
+        if self.several:
+            return self.pack([block.line(k) for k in numbers])
+        idx = np.fromiter(numbers, dtype=np.int64, count=len(numbers))
+        starts, ends = block.starts[idx], block.ends[idx]
+        lengths = ends - starts
+        some = lengths > 0
+        first, last = starts[some], ends[some]
+        if not len(first):
+            ids = block.flat[:0]
+        elif (first[1:] == last[:-1]).all():
+            ids = block.flat[first[0]:last[-1]]
+        else:
+            offsets = np.cumsum(lengths) - lengths
+            ids = block.flat[np.repeat(starts - offsets, lengths) + np.arange(int(lengths.sum()))]
+        return self._with_eos(self.table[ids], lengths)
+
+    def _with_eos(self, flat: np.ndarray, lengths: np.ndarray):
+        sizes = lengths + 1
         out = np.empty(int(sizes.sum()), dtype=self.dtype)
         eos = np.cumsum(sizes) - 1
         body = np.ones(len(out), dtype=bool)
@@ -117,8 +142,9 @@ def encode_block_ids(block: bytes):
     :func:`encode.encode_block` renders text; piece counts; stats)."""
     from .encode import encode_lines
 
-    events, counts, stats = encode_lines(block)
-    return render(events, join=_WORKER["map"].pack, blank=np.zeros(0, dtype=np.int64)), counts, stats
+    events, lines, counts, stats = encode_lines(block)
+    pack = _WORKER["map"].pack_lines
+    return render(events, join=lambda numbers: pack(lines, numbers), blank=len(lines.starts) - 1), counts, stats
 
 
 class _Sink:

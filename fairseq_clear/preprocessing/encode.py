@@ -16,7 +16,7 @@ import logging
 import os
 import random
 import time
-from typing import Dict, List, Optional
+from typing import Dict, List, NamedTuple, Optional
 
 import numpy as np
 
@@ -315,9 +315,23 @@ def _line_ids(texts: List[str], stats: Dict, truncate: bool):
     return np.fromiter(itertools.chain.from_iterable(line_ids), dtype=np.int64, count=int(lengths.sum())), lengths
 
 
+class BlockIds(NamedTuple):
+    """A block's ids end to end (``flat``) and where each of its output lines lies in them: line
+    ``k`` is ``flat[starts[k]:ends[k]]``. Lines are referred to by their number, so a block of
+    thousands of lines is not cut into thousands of arrays (the direct binarizer maps and packs the
+    lines of a rendered part of the block in one indexing)."""
+    flat: np.ndarray
+    starts: np.ndarray
+    ends: np.ndarray
+
+    def line(self, k: int) -> np.ndarray:
+        return self.flat[self.starts[k]:self.ends[k]]
+
+
 def encode_lines(block: bytes):
-    """Worker: a block of sentence lines ('' = document break) → (events: BREAK, or the id arrays
-    of the lines one sentence becomes; piece counts; stats)."""
+    """Worker: a block of sentence lines ('' = document break) → (events: BREAK, or the numbers in
+    :class:`BlockIds` of the lines one sentence becomes; the block's :class:`BlockIds`, whose last
+    line is an empty one, for the blank line between documents; piece counts; stats)."""
     w = _WORKER
     stats = dict(sentences_in=0, sentences=0, tokens=0, unk=0, unk_markers=0,
                  long_sentences_split=0, extra_lines_from_splitting=0,
@@ -331,22 +345,29 @@ def encode_lines(block: bytes):
         texts.pop()
     flat, lengths = _line_ids(texts, stats, truncate)
     ends = np.cumsum(lengths)
-    starts = (ends - lengths).tolist()
-    # a line of ids is one sentence: [its ids], or [] when it has none
-    events = [BREAK if not t else [flat[s:e]] if e > s else [] for t, s, e in zip(texts, starts, ends.tolist())]
+    starts = ends - lengths
+    # a line of ids is one sentence: [its number], or [] when it has none
+    events = [BREAK if not t else [k] if h else [] for k, t, h in zip(itertools.count(), texts, (lengths > 0).tolist())]
+    cut_lines = []  # (start, end) of the lines cut from long ones after their first: numbers len(texts)...
     kept = np.ones(len(flat), dtype=bool)  # the ids truncation leaves
     for k in np.flatnonzero(lengths > max_body).tolist():  # the long sentences
-        arr = events[k][0]
+        start, end = int(starts[k]), int(ends[k])
         if truncate:
             stats["long_sentences_truncated"] += 1
             # exact when encoding stopped early: count what was encoded beyond the limit
-            stats["tokens_truncated"] += len(arr) - max_body
-            events[k] = [arr[:max_body]]
-            kept[starts[k] + max_body:starts[k] + len(arr)] = False
+            stats["tokens_truncated"] += end - start - max_body
+            ends[k] = start + max_body
+            kept[start + max_body:end] = False
         else:
-            events[k] = split_ids(arr, max_body, w["is_start"])
+            cuts = start + np.cumsum([len(part) for part in split_ids(flat[start:end], max_body, w["is_start"])])
+            ends[k] = cuts[0]
+            first = len(texts) + len(cut_lines)
+            events[k] = [k, *range(first, first + len(cuts) - 1)]
+            cut_lines.extend(zip(cuts[:-1].tolist(), cuts[1:].tolist()))
             stats["long_sentences_split"] += 1
-            stats["extra_lines_from_splitting"] += len(events[k]) - 1
+            stats["extra_lines_from_splitting"] += len(cuts) - 1
+    more = np.array(cut_lines + [(0, 0)], dtype=np.int64).reshape(-1, 2)  # the last: the blank line
+    lines = BlockIds(flat, np.concatenate([starts, more[:, 0]]), np.concatenate([ends, more[:, 1]]))
     with_ids = int(np.count_nonzero(lengths))
     stats["sentences_in"] = sum(1 for t in texts if t)
     stats["empty_after_encoding"] = stats["sentences_in"] - with_ids
@@ -354,14 +375,14 @@ def encode_lines(block: bytes):
     stats["tokens"] = len(flat) - stats["tokens_truncated"]
     counts = np.bincount(flat[kept], minlength=w["n"])
     stats["unk"] = int(counts[w["unk_ids"]].sum())
-    return events, counts, stats
+    return events, lines, counts, stats
 
 
 def encode_block(block: bytes):
     """Worker: a block of sentence lines → (rendered pieces, piece counts, stats)."""
-    events, counts, stats = encode_lines(block)
+    events, lines, counts, stats = encode_lines(block)
     pieces = _WORKER["pieces"]
-    text = [ev if ev is BREAK else [" ".join([pieces[i] for i in part.tolist()]) for part in ev]
+    text = [ev if ev is BREAK else [" ".join([pieces[i] for i in lines.line(k).tolist()]) for k in ev]
             for ev in events]
     return render(text), counts, stats
 

@@ -176,6 +176,28 @@ def test_pieces_with_whitespace_map_as_fairseq_reads_their_text():
     assert m.pack([]) == (b"", [])
 
 
+def test_lines_packed_by_number_are_the_lines_packed_one_by_one():
+    """The encoder's lines, referred to by their number in the block (encode.BlockIds), pack as
+    IdMap.pack packs them as arrays: end to end (one slice), with gaps (truncated lines: one
+    gather), with empty lines and the blank line between documents, and with pieces fairseq splits."""
+    import numpy as np
+    from fairseq.data import Dictionary
+
+    from fairseq_clear.preprocessing import direct_binarize
+    from fairseq_clear.preprocessing.encode import BlockIds
+
+    d = Dictionary()
+    for s in ("a", "b", "c", "d"):
+        d.add_symbol(s)
+    flat = np.array([0, 1, 2, 3, 0, 0, 1, 3, 2, 2], dtype=np.int64)
+    # lines 0-3 end to end; 4 truncated (8:10 cut to 8:9); 5 empty; 6 the blank line
+    block = BlockIds(flat, np.array([0, 3, 3, 6, 8, 6, 0]), np.array([3, 3, 6, 8, 9, 6, 0]))
+    for pieces in (["a", "b", "c", "d"], ["a", "b c", "c", "d"]):
+        m = direct_binarize.IdMap(pieces, d)
+        for numbers in ([0, 1, 2, 3], [0, 2, 3, 4], [4, 0], [6, 1, 5], [2, 6, 3], [], [5]):
+            assert m.pack_lines(block, numbers) == m.pack([block.line(k) for k in numbers]), (pieces, numbers)
+
+
 def test_clear_prepare_direct_and_fairseq_write_the_same_data_bin(tmp_path):
     """The whole pipeline both ways (sentencepiece trained here): the same data-bin byte for byte,
     the same summary counts; only the direct path leaves no text of pieces; the summary has MB/s."""

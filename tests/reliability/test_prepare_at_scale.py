@@ -399,11 +399,11 @@ def test_encoding_a_block_in_one_batch_is_line_by_line_encoding(spm_dir):
             batches = []
             batch = encode._WORKER["encode_batch"]
             encode._WORKER["encode_batch"] = lambda texts: batches.append(len(texts)) or batch(texts)
-            events, counts, stats = encode.encode_lines(block)
+            events, block_ids, counts, stats = encode.encode_lines(block)
             assert len(batches) <= 1 and (lines is not marked or batches[0] >= 50), batches
             encode._WORKER["encode_batch"] = batch
             want_events, want_counts, want = _line_by_line(encode, lines, 30, mode == "truncate")
-            assert [e if e is None else [p.tolist() for p in e] for e in events] == \
+            assert [e if e is None else [block_ids.line(k).tolist() for k in e] for e in events] == \
                 [e if e is None else [p.tolist() for p in e] for e in want_events]
             assert stats == want and counts.tolist() == want_counts.tolist()
             seen = {k: seen[k] + want[k] for k in seen}
