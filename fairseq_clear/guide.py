@@ -15,12 +15,44 @@ import torch
 
 from .errors import FairseqClearError
 from .gradcache import encode_frozen
+from .vocabulary import first_shard
 
 logger = logging.getLogger(__name__)
 
 
 class GuideModelError(FairseqClearError, ValueError):
     """--guide-model cannot be loaded or does not fit the training data; the message names it."""
+
+
+def check_trained_dictionary(guide: str, checkpoint: str, data: str) -> None:
+    """Refuse a guide checkpoint whose own training data's dict.txt (named in its config) differs from
+    ``data``'s: the guide reads the batch's ids, and a dictionary of the same size in another order
+    would load without an error and score other tokens. A guide whose training data is not on this
+    machine cannot be checked here: it is said in the log, and the sizes are checked when it loads."""
+    from fairseq.data import Dictionary
+
+    from .checkpoint_safety import training_task_config
+
+    try:
+        trained = str(training_task_config(checkpoint).get("data") or "")
+    except Exception:  # noqa: BLE001  (not a readable checkpoint: the hub's loader names the problem)
+        return
+    theirs = os.path.join(first_shard(trained), "dict.txt") if trained else ""
+    ours = os.path.join(data, "dict.txt")
+    if not theirs or not os.path.isfile(theirs) or not os.path.isfile(ours):
+        logger.warning("--guide-model %s: the data it was trained on (%s) is not on this machine, so its dictionary "
+                       "cannot be compared with '%s'; it is read with that one", guide, trained or "not recorded", ours)
+        return
+    if os.path.samefile(theirs, ours):
+        return
+    a, b = Dictionary.load(theirs).symbols, Dictionary.load(ours).symbols
+    if a != b:
+        same = "the same number of symbols, in another order or other ones" if len(a) == len(b) else \
+            f"{len(a)} symbols against {len(b)}"
+        raise GuideModelError(
+            f"--guide-model {guide}: it was trained on '{first_shard(trained)}', whose dict.txt differs from the "
+            f"training data's '{ours}' ({same}); the guide scores the batch's token ids, so it must share the "
+            "data's dictionary (a guide trained on this data, or data prepared with --tokenizer-from the guide)")
 
 
 class GuideModel:
@@ -38,10 +70,12 @@ class GuideModel:
             return None
         from .models.hub_interface import from_pretrained
 
-        # a fairseq-train save directory has no dict.txt: the guide shares the training data's
+        # a fairseq-train save directory has no dict.txt: the guide is read with the training data's, once
+        # the dictionary its checkpoint was trained with is known to be the same
         data = cfg.guide_model
         if not os.path.isfile(os.path.join(data, "dict.txt")) and getattr(getattr(task, "cfg", None), "data", None):
-            data = str(task.cfg.data).split(":")[0]
+            data = first_shard(str(task.cfg.data))
+            check_trained_dictionary(cfg.guide_model, os.path.join(cfg.guide_model, cfg.guide_checkpoint), data)
         try:
             hub = from_pretrained(cfg.guide_model, checkpoint_file=cfg.guide_checkpoint,
                                   data_name_or_path=os.path.abspath(data), data_option="--guide-model")

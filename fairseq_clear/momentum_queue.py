@@ -125,7 +125,8 @@ class MomentumQueue:
             if not name.startswith(prefix):
                 rest[name] = value
             elif name[len(prefix):] in ("vectors", "keys", "teacher"):
-                setattr(self, name[len(prefix):], value)
+                # the newest --queue-size of them: a run resumed with a smaller queue uses it from its first update
+                setattr(self, name[len(prefix):], None if value is None else value[-self.size:])
             else:
                 encoder[name[len(prefix + "encoder."):]] = value
         if encoder:  # loaded into a copy of the model at the next update (its fp32 average kept)

@@ -658,6 +658,11 @@ def from_bpe_options(bpe: str, directory: str, **files) -> Tokenizer:
     raise TokenizerError(f"bpe='{bpe}': choose one of {', '.join(kinds())}")
 
 
+def first_shard(data: str) -> str:
+    """The first of fairseq's ':'-separated data shards (an existing directory with ':' in its name is one)."""
+    return data if os.path.isdir(data) else data.split(":")[0]
+
+
 def check_same(data_dir: str, model_dir: str) -> None:
     """Refuse a data directory and a model directory whose records name different tokenizers."""
     a, b = read_record(data_dir), read_record(model_dir)

@@ -178,9 +178,26 @@ class ClearCriterion(FairseqCriterion):
         src = views["src_tokens"][: views["num_anchors"]]
         fixed = torch.isin(src, torch.tensor(self._unmaskable, device=src.device))
         masked = (torch.rand(src.shape, device=src.device) < self.cfg.sentence_mlm_prob) & ~fixed
-        logits = model(src, sentence_mlm=(src.masked_fill(masked, self._mask_idx), masked))[0]
+        inputs = src.masked_fill(masked, self._mask_idx)
+        rows, chunk = src.size(0), self.cfg.mlm_chunk_size
+        if chunk <= 0 or rows <= chunk or not (model.training and torch.is_grad_enabled()):
+            return self._sentence_mlm_rows(model, src, inputs, masked), masked.sum()
+        from torch.utils.checkpoint import checkpoint
+
+        # --mlm-chunk-size as _mlm: a chunk of anchors at a time, each recomputed in the backward pass (the
+        # mask is drawn above, once; dropout is replayed)
+        loss = None
+        for start in range(0, rows, chunk):
+            part = slice(start, start + chunk)
+            piece = checkpoint(self._sentence_mlm_rows, model, src[part], inputs[part], masked[part],
+                               use_reentrant=False)
+            loss = piece if loss is None else loss + piece
+        return loss, masked.sum()
+
+    def _sentence_mlm_rows(self, model, src, inputs, masked):
+        logits = model(src, sentence_mlm=(inputs, masked))[0]
         return modules.cross_entropy(logits.view(-1, logits.size(-1)), src[masked].view(-1), reduction="sum",
-                                     ignore_index=self.padding_idx), masked.sum()
+                                     ignore_index=self.padding_idx)
 
     # ---- contrastive -----------------------------------------------------------
     def _problem(self, model, views, step, n_masked):
@@ -245,6 +262,8 @@ class ClearCriterion(FairseqCriterion):
         mask, counts = negatives.false_negatives(self.cfg, rows, keys, hkeys, (ga, gp, gh) if guided else None)
         distill = self._distillation(za, zp, zh, ga, gp, gh, rows) if training and self.distill else {}
         queue = self._queue_columns(keys, rows) if training and self.queue is not None else {}
+        if "queue_mask" in queue:  # queued candidates masked as duplicates count with the in-batch ones
+            counts["dup_masked"] += int(queue["queue_mask"].sum())
         form = self.cfg.loss_form
         if self.dims is not None and self.dims[0] > za.size(1):
             raise ClearCriterionError(f"--matryoshka-dims {self.cfg.matryoshka_dims}: the largest size is more "

@@ -70,7 +70,7 @@ class ClearCriterionConfig(FairseqDataclass):
     mlm_chunk_size: int = field(
         default=0,
         metadata={
-            "help": "compute the masked-LM term in chunks of this many rows, each recomputed in the "
+            "help": "compute the masked-LM terms (CLEAR's, and --sentence-mlm-weight's) in chunks of this many rows, each recomputed in the "
             "backward pass (activation checkpointing, dropout masks replayed), so that with "
             "--contrastive-chunk-size a whole 8,192-sentence batch fits one device and forms ONE "
             "contrastive problem with --update-freq 1; 0 = off. Several ranks need --ddp-backend legacy_ddp"
@@ -367,6 +367,15 @@ def check_config(cfg, task, world_size: int) -> None:
         if value > 0 and world_size > 1 and ddp_backend not in ("legacy_ddp", "no_c10d"):
             raise ValueError(f"{flag} with several ranks needs --ddp-backend legacy_ddp: {why}")
     matryoshka(cfg)
+    if getattr(task, "is_contrastive", True) is False:  # --mlm-only: the criterion computes the masked LM alone
+        for flag, value in (("--queue-size", cfg.queue_size), ("--matryoshka-dims", cfg.matryoshka_dims),
+                            ("--hardness-mode", "" if str(cfg.hardness_mode) == "off" else cfg.hardness_mode),
+                            ("--guide-model", cfg.guide_model), ("--distill-weight", cfg.distill_weight),
+                            ("--distill-mse-weight", cfg.distill_mse_weight),
+                            ("--sentence-mlm-weight", cfg.sentence_mlm_weight)):
+            if value:
+                raise ClearCriterionError(f"{flag} acts on the contrastive views, which --mlm-only leaves out "
+                                          "(the masked LM is its only loss); leave out one of the two")
     check_hardness(cfg, task)
     check_distillation(cfg)
     for flag, value, ok, allowed in (  # written so that nan fails too
@@ -413,6 +422,11 @@ def check_config(cfg, task, world_size: int) -> None:
                                   "does not read")
     if cfg.sentence_mlm_weight > 0 and getattr(task, "model_has_sentence_decoder", None) is False:
         raise ClearCriterionError(SENTENCE_DECODER_MISSING)
+    if cfg.sentence_mlm_weight > 0 and getattr(task, "contrastive_views_masked", False):
+        # its targets would be the views' <mask> and MLM's random replacements, not the text
+        raise ClearCriterionError("--sentence-mlm-weight predicts the anchor views' tokens, and this task's anchors "
+                                  "are the MLM's masked ones (<mask> in place of their tokens); give "
+                                  "--contrast-clean-anchors, or --mlm off")
     if getattr(task, "uses_hard_negatives", False) and cfg.loss_form != "simcse":
         # nt-xent has no place for them: they would be dropped without a word
         raise ValueError("the task feeds hard negatives (--hard-negatives), which only --loss-form "

@@ -66,8 +66,7 @@ def check_same_tokenizer(cfg, trainer) -> None:
     data = getattr(trainer.task.cfg, "data", None)
     if not data:
         return
-    # the first shard (an existing directory with ':' in its name is one path)
-    data_dir = data if os.path.isdir(data) else data.split(":")[0]
+    data_dir = vocabulary.first_shard(data)
     for path in restored_from(cfg):
         vocabulary.check_same(data_dir, os.path.dirname(os.path.abspath(path)))
 

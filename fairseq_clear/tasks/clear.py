@@ -258,15 +258,24 @@ class ClearTask(ContrastiveTask):
         picks = np.linspace(0, len(sentences) - 1, min(sample_size, len(sentences))).astype(int)
         bodies = [sentences[int(i)][1:-1].numpy() for i in picks]
         names = list(dict.fromkeys(self.augmentation_names))
-        shares = {}
+        shares, rows_changed = {}, {}
         for label, parts in [(n, [n]) for n in names] + ([(",".join(self.augmentation_names), self.augmentation_names)] if len(names) > 1 else []):
             fn = aug.build_augmentation(parts, params, self.del_idx, index)
             rng = np.random.default_rng(self.cfg.seed)
-            shares[label] = float(np.mean([aug.changed_share(b, fn(b, rng)) for b in bodies]))
+            per_row = [aug.changed_share(b, fn(b, rng)) for b in bodies]
+            shares[label], rows_changed[label] = float(np.mean(per_row)), sum(1 for v in per_row if v > 0)
         logger.info(
             "augmentation: measured share of changed tokens on %d sentences: %s",
             len(bodies), ", ".join(f"{k} {100 * v:.1f}%" for k, v in shares.items()),
         )
+        for name in names:
+            if name != "none" and rows_changed[name] < 0.05 * len(bodies):
+                # e.g. word-rep on rows already at --tokens-per-sample (block modes fill them): no room to repeat
+                room = (f"; --sample-break-mode {self.cfg.sample_break_mode} fills rows to --tokens-per-sample, "
+                        "which leaves word-rep no room to repeat into (use --sample-break-mode eos)"
+                        if name == "word-rep" and self.cfg.sample_break_mode != "eos" else "")
+                logger.warning("augmentation %s changed %d of the %d sampled rows: almost all its views are the "
+                               "rows themselves%s", name, rows_changed[name], len(bodies), room)
         return shares
 
     # ---- data ---------------------------------------------------------------------

@@ -131,6 +131,12 @@ class DeclutrTask(ContrastiveTask):
                 "the model's 512 positions)", cfg.max_span_length, cfg.tokens_per_sample, longest,
             )
 
+    @property
+    def contrastive_views_masked(self) -> bool:
+        """Whether the anchors the contrastive loss embeds are the MLM's masked ones (DeCLUTR's code:
+        one pass), which hold <mask> and MLM's random replacements in place of their tokens."""
+        return self.uses_mlm and not self.cfg.contrast_clean_anchors and not self.cfg.mlm_only
+
     def build_model(self, cfg, from_checkpoint=False):
         model = super().build_model(cfg, from_checkpoint)
         args = getattr(model, "args", None)

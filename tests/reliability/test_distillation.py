@@ -204,3 +204,38 @@ def test_with_chunks_the_guide_and_the_momentum_encoder_encode_a_chunk_at_a_time
         assert chunked[name].item() == pytest.approx(whole[name].item(), rel=1e-5)
     for name in ("vectors", "teacher"):  # what the momentum encoder and the guide queued
         torch.testing.assert_close(getattr(criterion.queue, name), getattr(at_once.queue, name))
+
+
+def test_a_guide_trained_on_another_dictionary_of_the_same_size_is_refused(tiny_data, plain_checkpoint, tmp_path,
+                                                                          caplog):
+    """A guide saved by fairseq-train (no dict.txt beside it) is read with the training data's dict.txt; its
+    checkpoint names the data it was trained on, whose dict.txt must be the same: one of the same size in
+    another order would load without an error and score other tokens. Refused in one line naming both;
+    a guide whose training data is not here loads, and the log says what could not be checked."""
+    import shutil
+
+    from fairseq_clear.guide import GuideModelError
+
+    shuffled = tmp_path / "shuffled"
+    shutil.copytree(tiny_data, shuffled)
+    lines = (shuffled / "dict.txt").read_text().splitlines()
+    (shuffled / "dict.txt").write_text("\n".join(lines[1:] + lines[:1]) + "\n")  # the same symbols, rotated
+    built = ch.build(shuffled, "--mlm", "off")
+    options = dict(guide_model=str(plain_checkpoint.parent), guide_checkpoint=plain_checkpoint.name,
+                   distill_weight=1.0, no_guide_filter=True)
+    with pytest.raises(GuideModelError, match=r"^--guide-model .*: it was trained on '.*', whose dict.txt differs "
+                       r"from the training data's '.*shuffled/dict.txt' \(the same number of symbols"):
+        ch.criterion(built, **options)
+    # the same data under another path (a copy): the same symbols, accepted
+    copy = tmp_path / "copy"
+    shutil.copytree(tiny_data, copy)
+    ch.criterion(ch.build(copy, "--mlm", "off"), **options)
+    # a checkpoint whose training data is not on this machine: read with the data's dictionary, and said
+    from fairseq_clear.guide import check_trained_dictionary
+
+    elsewhere = tmp_path / "elsewhere.pt"
+    torch.save({"cfg": {"task": {"data": str(tmp_path / "not-here")}}}, elsewhere)
+    with caplog.at_level("WARNING", logger="fairseq_clear.guide"):
+        check_trained_dictionary("G", str(elsewhere), str(tiny_data))
+    assert any("is not on this machine, so its dictionary cannot be compared" in r.getMessage()
+               for r in caplog.records)

@@ -103,6 +103,8 @@ def test_queued_duplicates_of_the_anchors_pair_are_masked(setup):
     ours, _ = losses.nt_xent(z[:6].double(), z[6:].double(), criterion.cfg.temperature, queue=queued.double(),
                              queue_mask=mask)
     assert logs["cl_loss"].item() == pytest.approx(ours.item(), rel=1e-5)
+    # dup_masked counts the queued candidates masked with the in-batch ones (none in-batch: 6 distinct pairs)
+    assert int(logs["dup_masked"]) == int(mask.sum()) == 12
 
 
 def test_the_momentum_encoder_moves_once_per_update(setup):
@@ -140,6 +142,11 @@ def test_a_save_and_load_round_trip_keeps_the_queue_and_the_next_loss(setup):
     assert logs_resumed["cl_loss"].item() == logs["cl_loss"].item()  # bit-exact
     for a, b in zip(criterion.queue.encoder.parameters(), resumed.queue.encoder.parameters()):
         assert torch.equal(a, b)
+    # resumed with a smaller --queue-size: the newest entries, from the first update on
+    smaller = ch.criterion(setup, queue_size=3)
+    smaller.load_state_dict(state, strict=True)
+    torch.testing.assert_close(smaller.queue.vectors, state["momentum_queue.vectors"][-3:], rtol=0, atol=0)
+    assert smaller.queue.keys is None or len(smaller.queue.keys) == 3
 
 
 def test_accumulated_micro_batches_push_their_positives_after_the_one_loss(setup):
@@ -284,6 +291,26 @@ def test_an_option_that_would_do_nothing_or_split_the_queue_is_refused(setup, ch
 
     with pytest.raises(ClearCriterionError, match=re.escape(message)):
         ch.criterion(setup, **changes)
+
+
+@pytest.mark.parametrize("changes,flag", [
+    ({"queue_size": 8}, "--queue-size"),
+    ({"hardness_mode": "in_batch_negatives", "hardness_strength": 9.0}, "--hardness-mode"),
+    ({"matryoshka_dims": "8"}, "--matryoshka-dims"),
+    ({"guide_model": "/nonexistent/guide", "distill_weight": 1.0}, "--guide-model"),
+    ({"sentence_mlm_weight": 1.0}, "--sentence-mlm-weight"),
+])
+def test_a_contrastive_option_with_mlm_only_is_refused(tiny_data, changes, flag):
+    """--mlm-only trains the masked LM alone: an option of the contrastive loss would be ignored (a guide
+    loaded for nothing), so it is refused at start-up in one line naming both, as with --cl-weight 0."""
+    from fairseq_clear.criterions.clear import ClearCriterionError
+
+    built = ch.build(tiny_data, "--mlm-only")
+    assert built[0].is_contrastive is False
+    ch.criterion(built)  # the run without it starts
+    with pytest.raises(ClearCriterionError, match=f"^{re.escape(flag)} acts on the contrastive views, which "
+                       "--mlm-only leaves out"):
+        ch.criterion(built, **changes)
 
 
 def test_under_bf16_the_momentum_average_is_kept_in_fp32_and_resumes_exactly():

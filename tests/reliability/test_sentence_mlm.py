@@ -135,6 +135,41 @@ def test_off_the_model_and_the_loss_are_as_before(base, decoder):
     assert on["loss"].item() > default["loss"].item()
 
 
+def test_with_mlm_chunks_the_term_runs_a_chunk_of_anchors_at_a_time(tiny_data):
+    """--mlm-chunk-size K: the decoder's forward sees at most K anchors at a time (its activations those of
+    K rows, as CLEAR's MLM term), and the loss and every gradient equal the unchunked run's (no dropout)."""
+    torch.manual_seed(0)
+    built = ch.build(tiny_data, "--mlm", "off", "--sentence-mlm-layers", "1", "--dropout", "0",
+                     "--attention-dropout", "0")
+    task, model, _ = built
+    sample = ch.batch(task, range(8))
+    results = []
+    for chunk in (0, 3):
+        rows = []
+        forward = model.forward
+
+        def counting(src, *args, **kwargs):
+            if kwargs.get("sentence_mlm") is not None:
+                rows.append(src.size(0))
+            return forward(src, *args, **kwargs)
+
+        model.forward = counting
+        try:
+            model.zero_grad(set_to_none=True)
+            logs, _ = ch.forward(ch.criterion(built, sentence_mlm_weight=1.0, mlm_chunk_size=chunk), model, sample)
+        finally:
+            del model.forward
+        grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+        results.append((logs, grads, rows))
+    (plain, plain_grads, plain_rows), (chunked, chunked_grads, chunked_rows) = results
+    assert plain_rows == [8] and max(chunked_rows) <= 3 and sum(chunked_rows) >= 8, (plain_rows, chunked_rows)
+    assert chunked["smlm_loss"] == pytest.approx(plain["smlm_loss"], rel=1e-5) and plain["smlm_loss"] > 0
+    assert chunked["n_smlm"] == plain["n_smlm"]
+    assert set(chunked_grads) == set(plain_grads) and any("sentence_decoder" in n for n in plain_grads)
+    for name, grad in plain_grads.items():
+        torch.testing.assert_close(chunked_grads[name], grad, rtol=1e-4, atol=1e-6, msg=name)
+
+
 @pytest.mark.parametrize("changes,message", [
     ({"sentence_mlm_weight": 1.0}, "--sentence-mlm-weight needs the model's decoder: give --sentence-mlm-layers"),
     ({"sentence_mlm_weight": 1.0, "cl_weight": 0.0}, "--sentence-mlm-weight predicts the contrastive views' tokens"),
@@ -146,6 +181,27 @@ def test_a_term_without_its_decoder_or_views_is_refused_at_start_up(base, change
 
     with pytest.raises(ClearCriterionError, match=message.replace("(", r"\(").replace(")", r"\)")):
         ch.criterion(base, **changes)
+
+
+def test_a_term_on_anchors_the_mlm_masked_is_refused(tiny_data):
+    """DeCLUTR's contrastive anchors are, by default, the MLM's masked anchors: the term's targets would be
+    <mask> and MLM's random replacements. Refused at start-up, naming the way out; the clean anchors
+    (--contrast-clean-anchors) and --mlm off start."""
+    from fairseq_clear.criterions.clear import ClearCriterionError
+    from fairseq_clear.criterions.clear_config import ClearCriterionConfig, check_config
+    from fairseq_clear.tasks.declutr import DeclutrConfig, DeclutrTask
+
+    options = dict(data=str(tiny_data), seed=1, tokens_per_sample=64, min_span_length=4, max_span_length=16)
+    cfg = ClearCriterionConfig(sentence_mlm_weight=1.0, temperature=0.05)  # (its default: the paper's, filled later)
+    masked = DeclutrTask.setup_task(DeclutrConfig(**options))
+    assert masked.uses_mlm and masked.contrastive_views_masked
+    with pytest.raises(ClearCriterionError, match="^--sentence-mlm-weight predicts the anchor views' tokens, and "
+                       "this task's anchors are the MLM's masked ones .* give --contrast-clean-anchors, or --mlm off$"):
+        check_config(cfg, masked, 1)
+    for fix in ({"contrast_clean_anchors": True}, {"mlm": "off"}):
+        task = DeclutrTask.setup_task(DeclutrConfig(**options, **fix))
+        assert not task.contrastive_views_masked
+        check_config(cfg, task, 1)
 
 
 def test_a_decoder_without_its_term_or_of_three_layers_is_refused(decoder, tiny_data):

@@ -129,6 +129,26 @@ def test_the_task_logs_the_measured_share_of_word_rep(tiny_data):
     assert share == pytest.approx(expected, abs=0.03) and share > 0.1
 
 
+def test_word_rep_on_full_blocks_repeats_nothing_and_says_so(tiny_data, caplog):
+    """A block mode fills every row to --tokens-per-sample and a view never grows past it: word-rep repeats
+    nothing there (but in the last, shorter block). The start-up log warns, naming the mode, instead of training on unchanged views quietly."""
+    from harness.runs import build_task
+
+    task, _ = build_task(tiny_data, "--augmentations", "word-rep", "--tokens-per-sample", "32", "--mlm", "off",
+                         "--sample-break-mode", "none")
+    with caplog.at_level("WARNING", logger="fairseq_clear.tasks.clear"):
+        share = task.log_augmentation_shares(task.load_sentences("train"))["word-rep"]
+    assert share < 0.001  # the last, shorter block only
+    warned = [r.getMessage() for r in caplog.records if "augmentation word-rep changed" in r.getMessage()]
+    assert warned and all("--sample-break-mode none fills rows" in w for w in warned), warned  # (load_dataset logs too)
+    # sentences (eos): most rows change, no warning
+    caplog.clear()
+    task, _ = build_task(tiny_data, "--augmentations", "word-rep", "--tokens-per-sample", "64", "--mlm", "off")
+    with caplog.at_level("WARNING", logger="fairseq_clear.tasks.clear"):
+        task.log_augmentation_shares(task.load_sentences("train"))
+    assert not any("changed" in r.getMessage() for r in caplog.records)
+
+
 @pytest.mark.parametrize("views", ["positive", "both"])
 def test_word_rep_repeats_in_the_positive_only_as_esimcse_or_in_both_views(tiny_data, views):
     """ESimCSE's code repeats words in the second view only (the anchor is the sentence itself):
