@@ -23,6 +23,7 @@ table between the ``distill-student`` markers of benchmarks/studies/12_beyond_cl
 """
 
 import argparse
+import math
 import os
 import re
 import shlex
@@ -212,8 +213,10 @@ def judge(seeds, speedup):
     goal = {"sts": statistics.mean(sts), "sd": statistics.stdev(sts) if len(sts) > 1 else 0.0, "n": len(sts),
             "lowest": min(sts), "speedup": min(s["speedup"] for s in seeds), "minutes": longest,
             "sts_goal": GOAL_STS, "speedup_goal": GOAL_SPEEDUP, "minutes_goal": GOAL_MINUTES}
-    goal["met"] = (goal["sts"] >= GOAL_STS and goal["speedup"] >= GOAL_SPEEDUP and longest is not None
-                   and longest <= GOAL_MINUTES)
+    # min() and max() pass over a NaN that is not first: a seed's NaN or Inf fails the goal here
+    measured = sts + [s["speedup"] for s in seeds] + [m for m in minutes if m is not None]
+    goal["met"] = (all(math.isfinite(v) for v in measured) and goal["sts"] >= GOAL_STS
+                   and goal["speedup"] >= GOAL_SPEEDUP and longest is not None and longest <= GOAL_MINUTES)
     return goal
 
 

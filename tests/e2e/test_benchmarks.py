@@ -581,6 +581,10 @@ def test_distill_student_table_judges_the_goal_on_the_distilled_student(monkeypa
             "10.0 minutes of training (the longest) -> met.") in text
     others["s3.json"]["rows"]["student, distilled (KL)"]["sts"] = 70.0
     assert not bench.judge(bench.seed_runs([result, *others.values()]), 2.9)["met"]  # mean 73.2
+    others["s3.json"]["rows"]["student, distilled (KL)"]["sts"] = 76.0
+    others["s2.json"]["rows"]["student, distilled (KL)"]["speedup"] = float("nan")  # not first: min() skips it
+    assert not bench.judge(bench.seed_runs([result, *others.values()]), 2.9)["met"]
+    others["s2.json"]["rows"]["student, distilled (KL)"]["speedup"] = 2.8
     # runs that are not other seeds of the same settings are refused, naming the file
     refused = {"updates": run(2, 75.0, updates=300), "seed": run(1, 75.0), "student": run(2, 75.0)}
     del refused["student"]["rows"]["student, distilled (KL)"]
