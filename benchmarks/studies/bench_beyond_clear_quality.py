@@ -14,6 +14,10 @@ and ``compare``, on these rows:
   ``--sentence-mlm-weight`` 1, the weight of CLEAR's own MLM term (InfoCSE's 1e-5 is scaled to its
   BERT-base losses; here it would make the term 1e5 times smaller than CLEAR's MLM).
 
+``--from-mlm N`` is the papers' setting in miniature: every SimCSE row continues one encoder trained N
+updates by bench_quality's MLM-only row (as SimCSE and ESimCSE continue BERT), at ``--continued-lr``,
+beside the start's own score (a study of its own: ``from_mlm_N``).
+
 Runs go one at a time (``--jobs``); each finished run is kept and reused by a later invocation (``--merge``
 adds rows or seeds to the earlier result). Writes the summary to benchmarks/results/beyond_clear_quality.json
 (the full result to benchmarks/runs/results/), a plot beside it, and the table between the
@@ -84,22 +88,73 @@ COMPARISONS = [
     (f"ESimCSE, m {SHORT_MOMENTUM}", "SimCSE-unsup", GOAL_ESIMCSE),
     (f"SimCSE-unsup + queue, m {SHORT_MOMENTUM}", "SimCSE-unsup", 0.0),
     (f"{CLEAR_ROW} + sentence-MLM", CLEAR_ROW, 0.0),
+    ("SimCSE-unsup", "the start (MLM only)", 0.0),  # --from-mlm
 ]
 
 
-def run_once(cfg, name, spec, seed, updates):
+def pretrained_start(cfg, updates, seed=1):
+    """The starting point of ``--from-mlm``: bench_quality's "MLM only" row trained ``updates`` updates
+    (one seed, so every row and seed of the study starts from the same encoder, as the papers' rows start
+    from the same BERT), kept under RUNS/beyond_clear_quality/ and reused."""
+    import shutil
+
+    save_dir = common.RUNS / "beyond_clear_quality" / f"mlm_start_u{updates}.s{seed}"
+    ckpt = save_dir / "checkpoint_last.pt"
+    kind, extra, mult = bench_quality.variants(None)["MLM only"]
+    key = {"args": extra, "seed": seed, "updates": updates, "batch_size": cfg["batch_size"], "lr": cfg["lr"]}
+    if ckpt.is_file() and (save_dir / "key.json").is_file() and common.read_json(save_dir / "key.json") == key:
+        return ckpt
+    shutil.rmtree(save_dir, ignore_errors=True)
+    save_dir.mkdir(parents=True)
+    cmd = bench_quality.train_command(cfg, "MLM only", kind, extra, mult, seed, save_dir, updates)
+    print(f"  the start: MLM only, {updates} updates (seed {seed})", flush=True)
+    common.run(cmd, save_dir / "train.log", threads=1)
+    common.write_json(save_dir / "key.json", key)
+    return ckpt
+
+
+def continued(rows, start):
+    """The contrastive ``rows`` started from ``start`` (``--finetune-from-model``: its weights; a fresh
+    optimiser, schedule and momentum encoder), beside the start itself (one update at a negligible rate)."""
+    kind, simcse, mult = rows["SimCSE-unsup"]
+    init = ["--finetune-from-model", str(start)]
+    out = {"the start (MLM only)": ("init", simcse + init, mult)}
+    out.update({name: (k, extra + init, m) for name, (k, extra, m) in rows.items() if k == "simcse"})
+    return out
+
+
+def run_once(cfg, name, spec, seed, updates, tag=""):
     """bench_quality's run_variant, its result kept under RUNS/beyond_clear_quality/ and reused by a later
     invocation for the same row, arguments, seed and updates (runs take minutes on a shared machine)."""
     kind, extra, mult = spec
     key = {"variant": name, "args": [str(a) for a in extra], "seed": seed, "updates": updates,
-           "batch_size": cfg["batch_size"]}
+           "batch_size": cfg["batch_size"]} | ({"lr": cfg["lr"]} if tag else {})
     path = common.RUNS / "beyond_clear_quality" / (f"{name.replace(' ', '_')}.s{seed}"
-                                                   + ("" if updates == UPDATES else f".u{updates}") + ".json")
+                                                   + ("" if updates == UPDATES else f".u{updates}") + tag + ".json")
     if path.is_file() and common.read_json(path)["key"] == key:
         return common.read_json(path)["result"]
     result = bench_quality.run_variant(cfg, name, spec, seed, None, updates, do_glue=False)
     common.write_json(path, {"key": key, "result": result})
     return result
+
+
+def paired(runs, a, b, pooling):
+    """The differences a − b of each seed both rows ran (STS avg, ``pooling``): the rows of one seed share
+    the data's order and the start, so the seed moves both (the benchmark's unpaired rule, every seed of a
+    above every seed of b, also asks a to clear that shared movement)."""
+    score = {(r["variant"], r["seed"]): r["sts"][pooling]["avg"] for r in runs}
+    seeds = sorted(s for (v, s) in score if v == a and (b, s) in score)
+    return {s: score[(a, s)] - score[(b, s)] for s in seeds}
+
+
+def judge(table, runs):
+    """bench_quality.compare of each of COMPARISONS the table holds, with the differences paired by seed (in
+    a's best pooling; the seeds as strings, as JSON keeps them)."""
+    goals = {f"{a} vs {b}": bench_quality.compare(table[a], table[b], goal)
+             for a, b, goal in COMPARISONS if a in table and b in table}
+    for g in goals.values():
+        g["paired_by_seed"] = {str(k): v for k, v in paired(runs, g["a"], g["b"], g["a_pooling"]).items()}
+    return goals
 
 
 def markdown(result, mark=MARK):
@@ -116,11 +171,15 @@ def markdown(result, mark=MARK):
         lines.append(f"| {name} | {row['sts_mean']['n']} | {row['sts_cls']['mean']:.2f} ± {row['sts_cls']['std']:.2f} | "
                      f"{row['sts_mean']['mean']:.2f} ± {row['sts_mean']['std']:.2f} | "
                      f"{row['train_seconds']['mean']:.0f} |")
-    lines += ["", "| comparison (best pooling of each) | difference | goal | outside the seeds' spread | met |",
-              "|---|---|---|---|---|"]
+    lines += ["", "| comparison (best pooling of each) | difference | goal | outside the seeds' spread | met | "
+              "paired by seed (a − b of each seed) |", "|---|---|---|---|---|---|"]
     for g in result["goals"].values():
+        by_seed = g.get("paired_by_seed") or {}
         lines.append(f"| {g['a']} ({g['a_pooling']}) vs {g['b']} ({g['b_pooling']}) | {g['difference']:+.2f} | "
-                     f"+{g['goal']:g} | {g['outside_spread']} | {'met' if g['met'] else 'not met'} |")
+                     f"+{g['goal']:g} | {g['outside_spread']} | {'met' if g['met'] else 'not met'} | "
+                     + (", ".join(f"{by_seed[k]:+.2f}" for k in sorted(by_seed, key=int)) if by_seed else "")
+                     + (f" (every seed ≥ +{g['goal']:g}: {all(v >= g['goal'] for v in by_seed.values())})"
+                        if by_seed else "") + " |")
     lines.append(f"<!-- {mark}: end -->")
     return "\n".join(lines)
 
@@ -176,29 +235,43 @@ def main(argv=None):
     p.add_argument("--no-writeup", action="store_true", help="do not rewrite 12_beyond_clear.md's table")
     p.add_argument("--study", default="", help="a study of its own: its own --out (beyond_clear_quality_STUDY.json) "
                    "and its own table in the write-up (e.g. rows run again beside their baseline)")
+    p.add_argument("--from-mlm", type=int, default=0, metavar="N",
+                   help="continued training: every SimCSE row starts from one encoder trained N updates by the "
+                   "quality benchmark's MLM-only row (seed 1), as the papers start from BERT, at --continued-lr; "
+                   "with the start's own score as a row (a study of its own: from_mlm_N)")
+    p.add_argument("--continued-lr", default="1e-4",
+                   help="the rows' learning rate with --from-mlm (default: %(default)s, a tenth of the from-scratch "
+                   "rate the start was trained at; SimCSE continues BERT at 3e-5, which BERT was trained at 1e-4)")
     p.add_argument("--merge", action="store_true", help="keep the earlier full result's runs of other rows and "
                    "seeds (e.g. to add rows: --merge --rows NAME)")
     args = p.parse_args(argv)
-    suffix = ("" if args.updates == UPDATES else f"_{args.updates}_updates") + (f"_{args.study}" if args.study else "")
+    study = args.study or (f"from_mlm_{args.from_mlm}" if args.from_mlm else "")
+    suffix = ("" if args.updates == UPDATES else f"_{args.updates}_updates") + (f"_{study}" if study else "")
     args.out = args.out or str(common.RESULTS / f"beyond_clear_quality{suffix}.json")
     started, commands = time.time(), []
     data = common.prepare_corpus(common.RUNS / "logs")
     syn = common.RUNS / "data" / "synonyms.json"  # bench_quality's table names it; no row here reads it
     rows = variants(syn, args.batch_size)
+    # bench_quality.py's defaults (its --layers, --dim, ... ): the same scale as quality.json
+    cfg = {"data": data, "batch_size": args.batch_size, "layers": 4, "dim": 128, "heads": 4, "lr": "1e-3",
+           "warmup_share": 0.06, "temperature": "0.1", "contrastive_pooling": "mean", "keep_checkpoints": False,
+           "senteval": False, "eval_every": 0}
+    tag = ""
+    if args.from_mlm:
+        start = pretrained_start(cfg, args.from_mlm)
+        rows = continued(rows, start)
+        cfg = dict(cfg, lr=args.continued_lr, start={"checkpoint": str(start), "mlm_updates": args.from_mlm})
+        tag = f".from_mlm{args.from_mlm}.lr{args.continued_lr}"
     names = [n for n in args.rows.split(";") if n] if args.rows else list(rows)
     unknown = [n for n in names if n not in rows]
     if unknown:
         p.error(f"--rows: unknown {unknown}; known: {list(rows)}")
     seeds = [int(s) for s in args.seeds.split(",")]
-    # bench_quality.py's defaults (its --layers, --dim, ... ): the same scale as quality.json
-    cfg = {"data": data, "batch_size": args.batch_size, "layers": 4, "dim": 128, "heads": 4, "lr": "1e-3",
-           "warmup_share": 0.06, "temperature": "0.1", "contrastive_pooling": "mean", "keep_checkpoints": False,
-           "senteval": False, "eval_every": 0}
     load_before = common.machine()["loadavg"]
     jobs = [(n, s) for s in seeds for n in names]
     print(f"{len(jobs)} runs of {args.updates} updates, {args.jobs} at a time", flush=True)
     results = common.run_parallel(
-        [lambda n=n, s=s: run_once(cfg, n, rows[n], s, args.updates) for n, s in jobs], args.jobs)
+        [lambda n=n, s=s: run_once(cfg, n, rows[n], s, args.updates, tag) for n, s in jobs], args.jobs)
     failures = [f"{n} seed {s}: {r}" for (n, s), r in zip(jobs, results) if isinstance(r, Exception)]
     runs = [r for r in results if not isinstance(r, Exception)]
     earlier = common.RUNS / "results" / Path(args.out).name
@@ -210,8 +283,7 @@ def main(argv=None):
         runs.sort(key=lambda r: (r["seed"], list(rows).index(r["variant"])))
         seeds = sorted({r["seed"] for r in runs})
     table = bench_quality.summarize(runs, {n: rows[n][0] for n in rows})
-    goals = {f"{a} vs {b}": bench_quality.compare(table[a], table[b], goal)
-             for a, b, goal in COMPARISONS if a in table and b in table}
+    goals = judge(table, runs)
     command = shlex.join(["python", "benchmarks/studies/bench_beyond_clear_quality.py"]
                          + (argv if argv is not None else sys.argv[1:]))
     result = {

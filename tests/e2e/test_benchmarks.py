@@ -509,13 +509,22 @@ def test_beyond_clear_quality_rows_add_one_option_and_its_table_replaces_only_it
             for n, base, seconds in (("SimCSE-unsup", 50.0, 10.0), ("ESimCSE (word-rep + queue)", 52.0, 15.0))
             for s in (1, 2, 3)]
     table = bench.bench_quality.summarize(runs, {n: "simcse" for n in rows})
-    goals = {f"{a} vs {b}": bench.bench_quality.compare(table[a], table[b], g)
-             for a, b, g in bench.COMPARISONS if a in table and b in table}
+    goals = bench.judge(table, runs)
     result = {"table": table, "goals": goals, "commands": ["python x.py"], "machine": {"date": "today"},
               "loadavg_before": [1.0], "settings": {"seeds": [1, 2, 3], "updates": 200, "batch_size": 32}}
     text = bench.markdown(result)
     assert "| ESimCSE (word-rep + queue) | 3 | 40.00 ± 0.00 | 54.00 ± 1.00 | 15 |" in text
-    assert "| +2.00 | +1 | False | not met |" in text  # +2 but the seeds' spreads overlap
+    # +2 but the seeds' spreads overlap; paired by seed, each seed's own difference
+    assert "| +2.00 | +1 | False | not met | +2.00, +2.00, +2.00 (every seed ≥ +1: True) |" in text
+    runs[-1]["sts"]["mean"]["avg"] = 53.5  # ESimCSE's seed 3: +0.50 over its SimCSE-unsup
+    assert "| +1.50 | +1 | False | not met | +2.00, +2.00, +0.50 (every seed ≥ +1: False) |" in \
+        bench.markdown(dict(result, goals=bench.judge(bench.bench_quality.summarize(runs, {n: "simcse" for n in rows}),
+                                                       runs)))
+    # --from-mlm: the SimCSE rows continue one start, beside the start's own score
+    continued = bench.continued(rows, "/s/checkpoint_last.pt")
+    assert continued["the start (MLM only)"][0] == "init"
+    assert set(continued) == {"the start (MLM only)"} | {n for n, r in rows.items() if r[0] == "simcse"}
+    assert all(r[1][-2:] == ["--finetune-from-model", "/s/checkpoint_last.pt"] for r in continued.values())
     page = tmp_path / "12.md"
     page.write_text("## 12. heading\n\nprose\n", encoding="utf-8")
     bench.write_markdown(text, page)
