@@ -329,6 +329,12 @@ def check_distillation(cfg) -> None:
                                   "or --distill-mse-weight")
 
 
+def contrastive_loss_options(cfg) -> tuple:
+    """(flag, value) of the options that act on the contrastive loss itself (a false value: not given)."""
+    return (("--queue-size", cfg.queue_size), ("--matryoshka-dims", cfg.matryoshka_dims),
+            ("--hardness-mode", "" if str(cfg.hardness_mode) == "off" else cfg.hardness_mode))
+
+
 def check_config(cfg, task, world_size: int) -> None:
     """Refuse, naming the option, what would fail later deep inside fairseq or torch, or train
     something else than asked."""
@@ -368,11 +374,9 @@ def check_config(cfg, task, world_size: int) -> None:
             raise ValueError(f"{flag} with several ranks needs --ddp-backend legacy_ddp: {why}")
     matryoshka(cfg)
     if getattr(task, "is_contrastive", True) is False:  # --mlm-only: the criterion computes the masked LM alone
-        for flag, value in (("--queue-size", cfg.queue_size), ("--matryoshka-dims", cfg.matryoshka_dims),
-                            ("--hardness-mode", "" if str(cfg.hardness_mode) == "off" else cfg.hardness_mode),
-                            ("--guide-model", cfg.guide_model), ("--distill-weight", cfg.distill_weight),
-                            ("--distill-mse-weight", cfg.distill_mse_weight),
-                            ("--sentence-mlm-weight", cfg.sentence_mlm_weight)):
+        for flag, value in contrastive_loss_options(cfg) + (
+                ("--guide-model", cfg.guide_model), ("--distill-weight", cfg.distill_weight),
+                ("--distill-mse-weight", cfg.distill_mse_weight), ("--sentence-mlm-weight", cfg.sentence_mlm_weight)):
             if value:
                 raise ClearCriterionError(f"{flag} acts on the contrastive views, which --mlm-only leaves out "
                                           "(the masked LM is its only loss); leave out one of the two")
@@ -392,8 +396,7 @@ def check_config(cfg, task, world_size: int) -> None:
                                   "keep a queue of its own, which a checkpoint cannot restore; use --gather-negatives "
                                   "auto (the queue then holds every rank's positives)")
     if cfg.cl_weight == 0:
-        for flag, value in (("--queue-size", cfg.queue_size), ("--matryoshka-dims", cfg.matryoshka_dims),
-                            ("--hardness-mode", "" if str(cfg.hardness_mode) == "off" else cfg.hardness_mode)):
+        for flag, value in contrastive_loss_options(cfg):
             if value:
                 raise ClearCriterionError(f"{flag} acts on the contrastive loss, which --cl-weight 0 turns off")
     if not math.isfinite(cfg.guide_margin):
