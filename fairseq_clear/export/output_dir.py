@@ -49,6 +49,21 @@ class OutputDirError(FairseqClearError, ValueError):
     """The output directory cannot be used as asked; the message names it."""
 
 
+def current_umask() -> int:
+    """The process's umask, read without changing it where Linux says it (os.umask sets it to read it:
+    a file another thread created in between would get no mask)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def _resolved(out_dir) -> str:
     # a symlink to a directory means that directory
     return os.path.realpath(os.path.abspath(os.path.expanduser(str(out_dir))))
@@ -265,6 +280,7 @@ def staged_output(out_dir, overwrite: bool = False, writer=None, option: str = "
     os.makedirs(parent, exist_ok=True)
     remove_stale_staging(out_dir)
     staging = tempfile.mkdtemp(prefix=tmp_prefix(out_dir), dir=parent)
+    os.chmod(staging, 0o777 & ~current_umask())  # mkdtemp's 0700 would become the output's mode
     open(os.path.join(staging, STAGING_MARKER), "w").close()
     try:
         yield staging

@@ -238,11 +238,12 @@ def progress(total=None, desc="", unit="B", enabled=True, **kwargs):
 def check_out_dir_is_ours(path: str):
     """Refuse an OUT_DIR whose ``work/`` or ``summary.json`` clear-prepare did not write (a rerun
     replaces and removes files there): ours has ``work/steps`` (written first, when a run starts),
-    a shard's ``work/shardK/steps`` or the vocabulary sample ``work/sample``."""
+    a shard's ``work/shardK/steps``, the shards' layout ``work/shards.json`` or the vocabulary sample
+    ``work/sample``."""
     work = os.path.join(path, "work")
     if os.path.isdir(work):
         names = os.listdir(work)
-        if not names or "steps" in names or "sample" in names or any(
+        if not names or "steps" in names or "sample" in names or "shards.json" in names or any(
                 n.startswith("shard") and os.path.isdir(os.path.join(work, n, "steps")) for n in names):
             return
         raise PrepareError(f"OUT_DIR: '{work}' exists and was not written by clear-prepare (no steps/ in it); "

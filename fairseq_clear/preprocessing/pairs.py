@@ -130,7 +130,7 @@ def detect_format(path: str) -> str:
 
 
 def read_simcse_csv(path: str, rows: Rows, use_hard: Optional[bool]):
-    with open(path, encoding="utf-8", newline="") as f:
+    with open(path, encoding="utf-8-sig", newline="") as f:
         reader = csv.reader(f)
         header = next(reader, None)
         if not header or [h.strip() for h in header[:2]] != ["sent0", "sent1"]:
@@ -159,7 +159,7 @@ def read_simcse_csv(path: str, rows: Rows, use_hard: Optional[bool]):
 
 def read_nli_jsonl(path: str, rows: Rows):
     labels = {"entailment": POS, "contradiction": NEG, "neutral": OTHER}
-    with open(path, encoding="utf-8") as f:
+    with open(path, encoding="utf-8-sig") as f:
         for line in f:
             if not line.strip():
                 continue
@@ -307,7 +307,7 @@ def read_sick(path: str, rows: Rows, score_threshold: Optional[float]):
 
 
 def read_quora(path: str, rows: Rows):
-    with open(path, encoding="utf-8", newline="") as f:
+    with open(path, encoding="utf-8-sig", newline="") as f:
         reader = csv.reader(f, delimiter="\t")  # the Quora release quotes fields with newlines
         header = [h.strip() for h in next(reader, [])]
         i1, i2, il = (_column(header, n, path) for n in ("question1", "question2", "is_duplicate"))

@@ -284,6 +284,10 @@ class Pipeline:
                                        f"{where} ('{other[1]}'); give each file once")
         check_output_dir(self.out_dir)
         check_out_dir_is_ours(self.out_dir)
+        if not work and os.path.isfile(os.path.join(self.out_dir, "work", shards_mod.LAYOUT)):
+            raise PrepareError(f"OUT_DIR: '{self.out_dir}' holds the shards of a clear-prepare --shards run "
+                               f"(work/{shards_mod.LAYOUT}): give its --shards and --tokenizer-from to go on "
+                               "with them, or choose another OUT_DIR")
         self.work = os.path.abspath(work) if work else os.path.join(self.out_dir, "work")
         self.summary_path = os.path.join(self.work if work else self.out_dir, "summary.json")
         self.only_vocab = only_vocab
@@ -669,7 +673,7 @@ class Pipeline:
             "out_dir": self.out_dir,
             "data_bin": self.data_bin,
             "summary": self.summary_path,
-            "train_with": f"fairseq-train {self.data_bin} --user-dir fairseq_clear --task clear "
+            "train_with": f"fairseq-train {self.data_bin} --user-dir {shards_mod.user_dir()} --task clear "
                           f"--criterion clear --tokens-per-sample {self.opts['tokens_per_sample']} ...",
             "splits": split_summary,
             "lines": total.to_dict(),

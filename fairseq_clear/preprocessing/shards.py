@@ -20,8 +20,8 @@ import math
 import os
 from typing import Dict, List, Optional, Sequence
 
-from .common import (RUN_ONLY_OPTIONS, PrepareError, atomic_write, check_input_files, check_output_dir,
-                     file_identity, fingerprint, write_json)
+from .common import (RUN_ONLY_OPTIONS, PrepareError, atomic_write, check_input_files, check_out_dir_is_ours,
+                     check_output_dir, file_identity, fingerprint, write_json)
 
 logger = logging.getLogger("fairseq_clear.prepare")
 
@@ -40,8 +40,7 @@ def deal(files: Sequence[str], shards: int) -> List[List[str]]:
     if len(set(files)) < len(files):
         twice = next(f for f in files if files.count(f) > 1)
         raise PrepareError(f"RAW: '{twice}' is given twice; each file goes to one shard")
-    root = os.path.commonpath([os.path.abspath(f) for f in files]) if len(files) > 1 else ""
-    files = sorted(files, key=lambda f: os.path.relpath(os.path.abspath(f), root) if root else f)
+    files = sorted(files, key=_relative_names(files).get)
     dealt: List[List[str]] = [[] for _ in range(shards)]
     sizes = [0] * shards
     for path in files:
@@ -49,6 +48,42 @@ def deal(files: Sequence[str], shards: int) -> List[List[str]]:
         dealt[k].append(path)
         sizes[k] += os.path.getsize(path)
     return dealt
+
+
+def _relative_names(files: Sequence[str]) -> Dict[str, str]:
+    """Each file's path below the folder all ``files`` share (the name every machine gives it)."""
+    root = os.path.commonpath([os.path.abspath(f) for f in files]) if len(files) > 1 else ""
+    return {f: os.path.relpath(os.path.abspath(f), root) if root else os.path.basename(f) for f in files}
+
+
+#: DATA/work/shards.json: how the first shard run dealt the inputs (every later run must deal the same)
+LAYOUT = "shards.json"
+
+
+def check_layout(out_dir: str, dealt: List[List[str]]) -> None:
+    """Refuse a run that deals other shards than the runs before it into ``out_dir`` (another --shards, or
+    input files added, removed or changed): the shards of two layouts hold the same files, which a
+    training on all of them would read twice. The first run records its layout."""
+    names = _relative_names([f for files in dealt for f in files])
+    layout = {"shards": len(dealt), "files": [[[names[f], os.path.getsize(f)] for f in files] for files in dealt]}
+    path = os.path.join(out_dir, "work", LAYOUT)
+    try:
+        with open(path, encoding="utf-8") as f:
+            earlier = json.load(f)
+    except FileNotFoundError:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        write_json(path, layout)
+        return
+    except (OSError, ValueError) as e:
+        raise PrepareError(f"OUT_DIR: cannot read '{path}' ({e}): move it away or choose another DATA") from None
+    if earlier == layout:
+        return
+    if earlier.get("shards") != layout["shards"]:
+        why = f"was dealt into {earlier.get('shards')} shards, this run asks for --shards {layout['shards']}"
+    else:
+        why = "was dealt from other input files (added, removed or of another size) than this run's"
+    raise PrepareError(f"--shards: '{out_dir}' {why} ({path}); shards of two layouts would hold the same "
+                       "files: give the --shards and RAW of its first run, or another DATA")
 
 
 def parse_shard_ids(text: Optional[str], shards: int) -> List[int]:
@@ -93,7 +128,17 @@ def prepare_shards(Pipeline, inputs: Sequence[str], out_dir: str, shards: int, s
     out_dir = os.path.abspath(out_dir)
     files = check_input_files(list(inputs), "RAW", out_dir)
     check_output_dir(out_dir)
+    check_out_dir_is_ours(out_dir)
+    plain = [p for p in (os.path.join(out_dir, "work", "steps"), os.path.join(out_dir, "data-bin", "dict.txt"))
+             if os.path.exists(p)]
+    if plain:
+        raise PrepareError(f"OUT_DIR: '{out_dir}' holds the output of a clear-prepare run without --shards "
+                           f"('{plain[0]}'); shards go to a DATA of their own: choose another one")
+    empty = [f for f in files if os.path.getsize(f) == 0]
+    if empty:
+        logger.warning("RAW: %d empty file(s) left out of the shards: %s", len(empty), ", ".join(empty[:5]))
     dealt = deal(files, shards)
+    check_layout(out_dir, dealt)
     ran = {}
     for k in ids:
         shard_options = dict(options)
@@ -105,7 +150,7 @@ def prepare_shards(Pipeline, inputs: Sequence[str], out_dir: str, shards: int, s
         steps = Pipeline(dealt[k], out_dir, work=work, data_bin=data_bin, needs_valid=not k,
                          **shard_options).run()["steps"]
         ran[k] = [name for name, st in steps.items() if st["status"] == "ran"]
-    return write_summary(out_dir, shards, dealt, ran, dict(defaults or {}, **options))
+    return write_summary(out_dir, shards, dealt, ran, dict(defaults or {}, **options), empty)
 
 
 #: options a shard's summary records that may differ between shards of one corpus (or machines)
@@ -126,8 +171,18 @@ def _made_otherwise(summary: Dict, options: Dict, dict_sha256: Optional[str]) ->
     return None
 
 
+def _other_inputs(summary: Dict, files: List[str]) -> Optional[str]:
+    """Why a shard's summary was made from other files than ``files`` (dealt to it now), or None."""
+    made = sorted((os.path.basename(f["path"]), f["bytes"])
+                  for f in ((summary.get("inputs") or {}).get("train") or {}).get("per_file", []))
+    now = sorted((os.path.basename(f), os.path.getsize(f)) for f in files)
+    if made == now:
+        return None
+    return f"other input files ({len(made)} then, {len(now)} dealt to it now)"
+
+
 def write_summary(out_dir: str, shards: int, dealt: List[List[str]], ran: Dict[int, List[str]],
-                  options: Optional[Dict] = None) -> Dict:
+                  options: Optional[Dict] = None, empty_inputs: Sequence[str] = ()) -> Dict:
     """DATA/summary.json: every shard's summary found there (finished here or on another machine) that
     was made with this run's options and dict.txt (``options``, every one of them; the others are listed as made otherwise
     and still to do); ``ran``: the steps this run ran, of each shard it did (none: the shard was finished)."""
@@ -145,7 +200,7 @@ def write_summary(out_dir: str, shards: int, dealt: List[List[str]], ran: Dict[i
         except (OSError, ValueError):
             missing.append(k)
             continue
-        why = _made_otherwise(summary, options, dict_sha256)
+        why = _made_otherwise(summary, options, dict_sha256) or _other_inputs(summary, dealt[k])
         if why:
             otherwise[k] = why
             missing.append(k)
@@ -154,12 +209,22 @@ def write_summary(out_dir: str, shards: int, dealt: List[List[str]], ran: Dict[i
     data = ":".join(shard_dirs(out_dir, k)[1] for k in range(shards))
     totals = {key: sum(s["splits"].get("train", {}).get(key, 0) for s in done.values())
               for key in ("documents", "sentences", "tokens", "unk_tokens")}
+    lines = {kind: {} for kind in ("dropped", "altered", "normalized")}
+    for s in done.values():  # every shard's counts, added up (a line belongs to one shard)
+        for kind, reasons in (s.get("lines") or {}).items():
+            for reason, n in reasons.items():
+                lines.setdefault(kind, {})[reason] = lines.setdefault(kind, {}).get(reason, 0) + n
     summary = {
         "out_dir": out_dir, "shards": shards, "finished": sorted(done), "missing": missing,
         "made_otherwise": otherwise,
         "data": data,
-        "train_with": f"fairseq-train {data} --user-dir fairseq_clear --task clear --criterion clear ...",
+        "train_with": f"fairseq-train {data} --user-dir {user_dir()} --task clear --criterion clear ...",
         "train": totals,
+        # valid and test are shard0's alone (fairseq reads them from the first path)
+        "splits": {split: st for split, st in (done.get(0, {}).get("splits") or {}).items() if split != "train"},
+        "lines": {kind: dict(sorted(reasons.items())) for kind, reasons in lines.items()},
+        "warnings": [f"shard{k}: {w}" for k, s in sorted(done.items()) for w in s.get("warnings") or []],
+        "empty_inputs_left_out": list(empty_inputs),
         "rate": {k: s.get("rate") for k, s in done.items()},
         "inputs": {k: files for k, files in enumerate(dealt)},
         "steps_run_now": ran,
@@ -167,6 +232,12 @@ def write_summary(out_dir: str, shards: int, dealt: List[List[str]], ran: Dict[i
     }
     write_json(os.path.join(out_dir, "summary.json"), summary)
     return summary
+
+
+def user_dir() -> str:
+    """The plugin's folder, for the --user-dir of the commands a summary suggests (a path that works
+    from any folder, unlike the package's name)."""
+    return os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def format_shards_summary(s: Dict) -> str:
@@ -177,6 +248,15 @@ def format_shards_summary(s: Dict) -> str:
     t = s["train"]
     lines.append(f"train (finished shards): {t['documents']:,} documents, {t['sentences']:,} sentences, "
                  f"{t['tokens']:,} tokens, {t['unk_tokens']:,} <unk>")
+    for split, st in s.get("splits", {}).items():
+        lines.append(f"{split} (shard0): {st['documents']:,} documents, {st['sentences']:,} sentences, "
+                     f"{st['tokens']:,} tokens")
+    for kind, reasons in s.get("lines", {}).items():
+        lines.append(f"lines {kind} (finished shards): "
+                     + (", ".join(f"{r} {n:,}" for r, n in reasons.items()) if reasons else "none"))
+    if s.get("empty_inputs_left_out"):
+        lines.append(f"empty input files left out: {len(s['empty_inputs_left_out'])}")
+    lines += [f"warning: {w}" for w in s.get("warnings", [])]
     for k, rate in s["rate"].items():
         if rate:
             lines.append(f"shard{k}: {rate['input_mb']:,.1f} MB, {rate['mb_per_s_per_worker']:.2f} MB/s per worker")

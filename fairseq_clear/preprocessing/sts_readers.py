@@ -83,7 +83,7 @@ def _read_lines(path: str) -> List[str]:
     if not os.path.isfile(path):
         raise FileNotFoundError(f"STS file '{path}' does not exist")
     try:
-        with open(path, encoding="utf-8") as f:
+        with open(path, encoding="utf-8-sig") as f:
             return f.read().splitlines()
     except UnicodeDecodeError as e:
         raise NotUtf8Error(path, e) from None

@@ -170,3 +170,20 @@ def test_out_may_be_a_symlink_to_an_empty_directory(tmp_path):
     with staged_output(tmp_path / "link") as staging:
         _write(staging, {"config.json": "{}"})
     assert (tmp_path / "real" / "config.json").read_text() == "{}" and (tmp_path / "link").is_symlink()
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o027])
+def test_an_output_folder_has_the_mode_the_umask_gives_not_mkdtemps_0700(tmp_path, umask):
+    """Every output made through staged_output (exports, imports, clear-prepare's data-bin and shards,
+    the pairs and multitask folders) was drwx------ (mkdtemp's mode, renamed into place): another user
+    of a shared file system, the shard machines' case, could not read it."""
+    from fairseq_clear.export.output_dir import current_umask, staged_output
+
+    old = os.umask(umask)
+    try:
+        assert current_umask() == umask
+        with staged_output(tmp_path / "out") as staging:
+            _write(staging, {"config.json": "{}"})
+    finally:
+        os.umask(old)
+    assert (os.stat(tmp_path / "out").st_mode & 0o777) == 0o777 & ~umask

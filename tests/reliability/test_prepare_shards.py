@@ -279,3 +279,70 @@ def test_a_copied_out_dir_checks_its_own_files(corpus, tmp_path):
     assert (copy / "data-bin" / "train.bin").read_bytes() == (original / "data-bin" / "train.bin").read_bytes()
     assert all(st["status"].startswith("skipped") for st in prepare(files[:2], str(original), **options)
                ["steps"].values())
+
+
+def test_another_layout_of_shards_in_the_same_data_is_refused(corpus, tmp_path):
+    """A DATA dealt into 2 shards, then asked for 3 (or given one more file), made shards that held the
+    same files, and the summary counted the old shard0 as finished: a training on all of them read
+    some files twice. Now such a run is refused, named, before any work; so is a plain output into a
+    DATA of shards and shards into a plain output."""
+    import shutil
+
+    d, files, vocab = corpus
+    options = dict(tokenizer_from=vocab["data_bin"], valid_size=10, test_size=0, **FAST)
+    data = tmp_path / "data"
+    prepare(files, str(data), shards=2, shard_ids="0", **options)
+    with pytest.raises(PrepareError, match=r"was dealt into 2 shards, this run asks for --shards 3"):
+        prepare(files, str(data), shards=3, shard_ids="1-2", **options)
+    extra = tmp_path / "extra.txt"
+    shutil.copy(files[0], extra)
+    with pytest.raises(PrepareError, match="was dealt from other input files"):
+        prepare(files + [str(extra)], str(data), shards=2, shard_ids="1", **options)
+    assert sorted(p.name for p in (data / "data-bin").iterdir()) == ["shard0"]
+    with pytest.raises(PrepareError, match="holds the shards of a clear-prepare --shards run"):
+        prepare(files, str(data), vocab_size=120, spm_sample_size=2000, valid_size=10, test_size=0, **FAST)
+    plain = tmp_path / "plain"
+    prepare(files[:2], str(plain), vocab_size=120, spm_sample_size=2000, valid_size=10, test_size=0, **FAST)
+    with pytest.raises(PrepareError, match="holds the output of a clear-prepare run without --shards"):
+        prepare(files, str(plain), shards=2, **options)
+    assert not (plain / "data-bin" / "shard0").exists()
+
+
+def test_a_shard_made_from_other_files_is_not_counted_as_finished(corpus, tmp_path):
+    """A DATA without the layout file (an earlier version's): its shard0 of --shards 2 holds other files
+    than shard0 of --shards 3; the summary of a --shards 3 run listed it as finished."""
+    d, files, vocab = corpus
+    options = dict(tokenizer_from=vocab["data_bin"], valid_size=10, test_size=0, **FAST)
+    data = tmp_path / "data"
+    prepare(files, str(data), shards=2, shard_ids="0", **options)
+    (data / "work" / "shards.json").unlink()
+    s = prepare(files, str(data), shards=3, shard_ids="1-2", **options)
+    assert s["finished"] == [1, 2] and s["missing"] == [0]
+    assert "other input files" in s["made_otherwise"][0]
+
+
+def test_the_shards_summary_adds_up_every_shards_lines_and_names_what_it_left_out(corpus, tmp_path):
+    """The summary of a shards run gave the train totals only: the lines each shard dropped or changed,
+    its warnings, the valid split and the empty files left out were in no summary of DATA."""
+    import shutil
+
+    from fairseq_clear.preprocessing.pipeline import format_summary
+    from fairseq_clear.preprocessing.shards import user_dir
+
+    d, files, vocab = corpus
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    for f in files:
+        shutil.copy(f, raw / Path(f).name)
+    with open(raw / "part3.txt", "ab") as f:
+        f.write(b"a line with \xff in it\n")
+    (raw / "part9.txt").write_bytes(b"")
+    s = prepare([str(raw)], str(tmp_path / "data"), shards=2, tokenizer_from=vocab["data_bin"],
+                valid_size=10, test_size=0, **FAST)
+    assert s["lines"]["altered"] == {"invalid_utf8_replaced": 1}
+    assert s["empty_inputs_left_out"] == [str(raw / "part9.txt")]
+    assert s["splits"]["valid"]["documents"] == 10
+    text = format_summary(s)
+    assert "lines altered (finished shards): invalid_utf8_replaced 1" in text
+    assert "valid (shard0): 10 documents" in text and "empty input files left out: 1" in text
+    assert f"--user-dir {user_dir()} " in s["train_with"] and (Path(user_dir()) / "__init__.py").is_file()

@@ -279,3 +279,36 @@ def test_the_progress_bar_counts_megabytes_as_the_summary_does():
     bar.update(25_221_220)
     assert "25.2M/25.2M" in str(bar)
     bar.close()
+
+
+def test_a_file_saved_with_a_byte_order_mark_is_read_as_without_one(tmp_path):
+    """Excel and Notepad save CSV/TSV with a UTF-8 BOM: SimCSE's csv was refused ("expected a header
+    'sent0,sent1', got ['\\ufeffsent0', ...]"), a jsonl's first row was skipped as malformed, Quora's
+    and SICK's header columns were not found."""
+    import json as json_mod
+
+    from fairseq_clear.preprocessing import pairs
+    from fairseq_clear.preprocessing.sts_readers import read_sick
+
+    bom = "\ufeff"
+    csv_path = tmp_path / "pairs.csv"
+    csv_path.write_text(bom + "sent0,sent1,hard_neg\na cat sat,a cat was sitting,a dog ran\n", encoding="utf-8")
+    rows = pairs.Rows()
+    pairs.read_simcse_csv(str(csv_path), rows, None)
+    assert rows.triples == [("a cat sat", "a cat was sitting", "a dog ran")]
+    nli = tmp_path / "nli.jsonl"
+    nli.write_text(bom + json_mod.dumps({"gold_label": "entailment", "sentence1": "a b", "sentence2": "c d"}) + "\n",
+                   encoding="utf-8")
+    rows = pairs.Rows()
+    pairs.read_nli_jsonl(str(nli), rows)
+    assert rows.read == 1 and not rows.skipped, rows.skipped
+    quora = tmp_path / "quora.tsv"
+    quora.write_text(bom + "id\tqid1\tqid2\tquestion1\tquestion2\tis_duplicate\n0\t1\t2\tis it?\tis that so?\t1\n",
+                     encoding="utf-8")
+    rows = pairs.Rows()
+    pairs.read_quora(str(quora), rows)
+    assert rows.read == 1 and not rows.skipped, rows.skipped
+    sick = tmp_path / "SICK_test.txt"
+    sick.write_text(bom + "pair_ID\tsentence_A\tsentence_B\trelatedness_score\tentailment_judgment\n"
+                    "1\ta man runs\ta person runs\t4.5\tENTAILMENT\n", encoding="utf-8")
+    assert list(read_sick(str(sick)).scores) == [4.5]
