@@ -76,10 +76,15 @@ def fingerprint(*parts) -> str:
     return hashlib.sha256(blob).hexdigest()[:24]
 
 
-def file_identity(path: str) -> Dict:
-    """What identifies an input file for resuming: its path, size and modification time."""
+def file_identity(path: str, root: Optional[str] = None) -> Dict:
+    """What identifies an input file for resuming: its path, size and modification time; a path below
+    ``root`` (the output folder: --only-vocab's sample) relative to it, so that a copied or moved output
+    folder knows its own inputs."""
     st = os.stat(path)
-    return {"path": os.path.abspath(path), "size": st.st_size, "mtime_ns": st.st_mtime_ns}
+    path = os.path.abspath(path)
+    if root and path.startswith(os.path.join(os.path.abspath(root), "")):
+        path = os.path.join("OUT_DIR", os.path.relpath(path, root))
+    return {"path": path, "size": st.st_size, "mtime_ns": st.st_mtime_ns}
 
 
 class StepMarkers:

@@ -32,6 +32,7 @@ import time
 from typing import Dict, List, Optional, Sequence
 
 from .. import vocabulary
+from ..errors import read_json
 from ..atomic_files import atomic_path, atomic_write, remove_stale_tmp, write_json
 from ..export.output_dir import MANIFEST, staged_output, written_by
 from . import binarize as binarize_mod
@@ -366,7 +367,7 @@ class Pipeline:
                                "an earlier version has none either): move it away or choose another OUT_DIR")
 
     def ids(self, split):
-        return [file_identity(f) for f in self.files[split]]
+        return [file_identity(f, self.out_dir) for f in self.files[split]]
 
     # ---- the pipeline ------------------------------------------------------------
     def run(self) -> Dict:
@@ -375,6 +376,8 @@ class Pipeline:
         earlier = self.finished_earlier()
         if earlier is not None:
             logger.info("all steps done earlier with these inputs and options: nothing to do")
+            if o["remove_intermediate"]:
+                self._remove_intermediate()
             return earlier
         self.check_data_bin()
         text_options = {
@@ -503,6 +506,15 @@ class Pipeline:
 
         summary = self._summary(punkt_stats, sent_stats, carve_stats, spm_stats, enc_stats,
                                 dict_stats, bin_stats, splits, time.time() - start)
+        if not any(st["status"] == "ran" for st in self.steps.values()):
+            # every step was done earlier (by a run of other options that do not change the output, such
+            # as another path to the same --tokenizer-from): the speed is the run's that did them
+            try:
+                earlier = read_json(self.summary_path, PrepareError) if os.path.isfile(self.summary_path) else None
+            except PrepareError:  # damaged: this run's own figures then
+                earlier = None
+            if isinstance(earlier, dict) and earlier.get("rate") and "seconds" in earlier:
+                summary.update(rate=earlier["rate"], seconds=earlier["seconds"])
         write_json(self.summary_path, summary)
         return summary
 

@@ -27,6 +27,8 @@ logger = logging.getLogger("fairseq_clear.prepare")
 
 #: the sample of --only-vocab is read in pieces of this size, evenly spaced in each file
 SAMPLE_PIECE_BYTES = 1 << 20
+#: a piece ends with the rest of its line, up to this many bytes (or the piece's size) more
+SAMPLE_LINE_BYTES = 1 << 16
 
 
 def deal(files: Sequence[str], shards: int) -> List[List[str]]:
@@ -284,15 +286,38 @@ def sample_inputs(files: Sequence[str], dest: str, sample_mb: float) -> List[str
         if os.path.isfile(target):
             continue
         pieces = max(1, -(-share // SAMPLE_PIECE_BYTES))
+        piece = share // pieces
+        limit = max(piece, SAMPLE_LINE_BYTES)
         with open(path, "rb") as f, atomic_write(target, "wb") as o:
             for p in range(pieces):
                 f.seek(p * size // pieces)
                 if p:
-                    f.readline()  # to a line start
-                o.write(f.read(share // pieces))
-                o.write(f.readline())
+                    _rest_of_line(f, limit)  # to a line start (or at most ``limit`` further, in a long line)
+                o.write(_whole_characters(f.read(piece), f, limit))
                 o.write(b"\n")  # the piece ends a document
     return out
+
+
+def _rest_of_line(f, limit: int) -> bytes:
+    """The rest of the current line, at most ``limit`` bytes (a file of one long line, or of '\\r' line
+    ends, is never read whole into memory)."""
+    return f.readline(limit)
+
+
+def _whole_characters(head: bytes, f, limit: int) -> bytes:
+    """``head`` and the rest of its line (at most ``limit`` bytes more), without the UTF-8 continuation
+    bytes a seek into a long line may have put first, nor a character cut at the end."""
+    if head[:1] and 0x80 <= head[0] < 0xC0:
+        head = head.lstrip(bytes(range(0x80, 0xC0)))
+    data = head + _rest_of_line(f, limit)
+    if data.endswith(b"\n"):
+        return data
+    k = len(data) - 1  # the last character's first byte
+    while k > 0 and 0x80 <= data[k] < 0xC0 and len(data) - k < 4:
+        k -= 1
+    if k >= 0 and data[k] >= 0xC0 and len(data) - k < (2 if data[k] < 0xE0 else 3 if data[k] < 0xF0 else 4):
+        data = data[:k]
+    return data
 
 
 def prepare_vocab(Pipeline, inputs: Sequence[str], out_dir: str, sample_mb: Optional[float] = None,

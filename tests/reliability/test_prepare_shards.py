@@ -346,3 +346,61 @@ def test_the_shards_summary_adds_up_every_shards_lines_and_names_what_it_left_ou
     assert "lines altered (finished shards): invalid_utf8_replaced 1" in text
     assert "valid (shard0): 10 documents" in text and "empty input files left out: 1" in text
     assert f"--user-dir {user_dir()} " in s["train_with"] and (Path(user_dir()) / "__init__.py").is_file()
+
+
+def test_the_vocabulary_sample_of_one_long_line_reads_about_what_was_asked(tmp_path):
+    """A piece of the sample ended with the rest of its line, read whole: a file of one long line (or of
+    '\\r' line ends) put all of itself into the sample (17 times --sample-mb in the outside review) and,
+    at many GB, into memory. Now the rest is at most 64 KB or the piece's size more, cut at a character."""
+    from fairseq_clear.preprocessing.shards import SAMPLE_LINE_BYTES, sample_inputs
+
+    files = []
+    for k in range(2):
+        path = tmp_path / f"one-line-{k}.txt"
+        path.write_bytes(("word é€ " * 60_000).encode("utf-8").replace(b"\n", b"\r") + b"\n")
+        files.append(str(path))
+    sample = sample_inputs(files, str(tmp_path / "sample"), 0.05)
+    sizes = [os.path.getsize(p) for p in sample]
+    assert sum(sizes) <= 0.05e6 + 2 * (SAMPLE_LINE_BYTES + 1) < sum(os.path.getsize(f) for f in files) / 4, sizes
+    for p in sample:
+        Path(p).read_bytes().decode("utf-8")  # no character cut
+    short = tmp_path / "short.txt"
+    short.write_text("".join(f"line {i} of short text\n" for i in range(5000)))
+    whole = sample_inputs([str(short)], str(tmp_path / "sample-short"), 0.01)
+    text = Path(whole[0]).read_text()
+    assert all(line.startswith("line ") and line.endswith("of short text") for line in text.split("\n") if line)
+
+
+def test_a_rerun_with_nothing_to_do_keeps_the_speed_and_removes_the_intermediates(corpus, tmp_path):
+    """--remove-intermediate on a run that had nothing to do left work/*.sent in place; and a rerun whose
+    steps were all done earlier (another path to the same --tokenizer-from) rewrote the shard's MB/s
+    with its own few seconds (0.28 became 2.03 MB/s per worker in the outside review)."""
+    import shutil
+
+    d, files, vocab = corpus
+    copy = tmp_path / "vocab-copy"
+    shutil.copytree(vocab["data_bin"], copy)
+    options = dict(valid_size=10, test_size=0, shards=1, **FAST)
+    data = tmp_path / "data"
+    first = prepare(files[:2], str(data), tokenizer_from=vocab["data_bin"], **options)
+    again = prepare(files[:2], str(data), tokenizer_from=str(copy), **options)
+    assert again["steps_run_now"][0] == [] and again["rate"][0] == first["rate"][0]
+    out = tmp_path / "plain"
+    plain = dict(vocab_size=120, spm_sample_size=2000, valid_size=10, test_size=0, **FAST)
+    prepare(files[:2], str(out), **plain)
+    assert (out / "work" / "train.sent").is_file()
+    prepare(files[:2], str(out), remove_intermediate=True, **plain)
+    assert not (out / "work" / "train.sent").exists() and (out / "data-bin" / "train.bin").is_file()
+
+
+def test_a_copied_vocabulary_folder_knows_its_own_sample(corpus, tmp_path):
+    """--only-vocab reads its sample from OUT/work/sample: a copied or moved VOCAB saw other input paths
+    and made every step again."""
+    import shutil
+
+    d, files, _ = corpus
+    make_vocab = dict(only_vocab=True, sample_mb=0.02, spm_sample_size=2000, vocab_size=120, **FAST)
+    prepare(files, str(tmp_path / "vocab"), **make_vocab)
+    shutil.copytree(tmp_path / "vocab", tmp_path / "moved", symlinks=True)
+    again = prepare(files, str(tmp_path / "moved"), **make_vocab)
+    assert all(st["status"].startswith("skipped") for st in again["steps"].values()), again["steps"]
