@@ -18,12 +18,12 @@ def main(argv: Optional[Sequence[str]] = None):
         prog="clear-prepare",
         usage="%(prog)s RAW... OUT_DIR [options]",
         description="Raw text → sentences → sentencepiece → fairseq's .bin/.idx (what fairseq-preprocess "
-        "writes): a data directory for fairseq-train --user-dir fairseq_clear --task clear; or the vocabulary "
+        "writes): a data directory for fairseq-train --user-dir $(clear-user-dir) --task clear; or the vocabulary "
         "once (--only-vocab) and shards of a large corpus on many machines (--shards). Resumable: re-running "
         "skips the steps whose outputs are complete. See docs/data.md.",
     )
     add_args(parser)
-    args = parser.parse_args(argv)
+    args = parser.parse_intermixed_args(argv)  # OUT_DIR after the options too
     if len(args.paths) < 2:
         parser.error("need at least one RAW input and the OUT_DIR")
     *inputs, out_dir = args.paths

@@ -41,7 +41,9 @@ from . import shards as shards_mod
 from . import encode as encode_mod
 from . import text as text_mod
 from .common import (
+    DISK_FULL,
     RUN_ONLY_OPTIONS,
+    DiskFullError,
     LineReport,
     PrepareError,
     StepMarkers,
@@ -351,7 +353,16 @@ class Pipeline:
         self.markers.clear(name)
         logger.info("step %s: running", name)
         start = time.time()
-        stats = fn()
+        try:
+            stats = fn()
+        except DiskFullError:  # named where it was written
+            raise
+        except OSError as e:  # a write that did not name its file: the step and its folder, then
+            if e.errno not in DISK_FULL:
+                raise
+            raise DiskFullError(e.filename or self.work, option="" if e.filename else "OUT_DIR",
+                                hint=f"the step {name} was writing; free some space and run the same command "
+                                     "again: it goes on from this step") from None
         seconds = time.time() - start
         self.markers.mark(name, fp, outputs, stats, seconds, **extra)
         self.steps[name] = {"status": "ran", "seconds": round(seconds, 2)}

@@ -334,4 +334,5 @@ def prepare_vocab(Pipeline, inputs: Sequence[str], out_dir: str, sample_mb: Opti
     summary = Pipeline(files, out_dir, only_vocab=True, **options).run()
     summary["train_with"] = (f"clear-prepare RAW... DATA --tokenizer-from {summary['data_bin']} --shards N "
                              "--shard-ids ... (the tokenizer and dict.txt of every shard)")
+    write_json(os.path.join(out_dir, "summary.json"), summary)  # its data-bin has no .bin to train on
     return summary

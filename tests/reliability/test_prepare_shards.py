@@ -404,3 +404,39 @@ def test_a_copied_vocabulary_folder_knows_its_own_sample(corpus, tmp_path):
     shutil.copytree(tmp_path / "vocab", tmp_path / "moved", symlinks=True)
     again = prepare(files, str(tmp_path / "moved"), **make_vocab)
     assert all(st["status"].startswith("skipped") for st in again["steps"].values()), again["steps"]
+
+
+def test_a_full_disk_in_a_step_that_does_not_name_its_file_names_the_step_and_its_folder(corpus, tmp_path,
+                                                                                          monkeypatch):
+    """The carve step's full disk printed "no space left on device writing an output": no file, no step."""
+    import errno
+
+    from fairseq_clear.preprocessing import text as text_mod
+    from fairseq_clear.preprocessing.common import DiskFullError
+
+    d, files, _ = corpus
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(text_mod, "carve_splits", full)
+    out = tmp_path / "out"
+    with pytest.raises(DiskFullError) as e:
+        prepare(files[:2], str(out), vocab_size=120, spm_sample_size=2000, valid_size=10, test_size=0, **FAST)
+    message = str(e.value)
+    assert message.startswith(f"OUT_DIR '{out / 'work'}': no space left on device"), message
+    assert "the step carve was writing" in message and "\n" not in message
+
+
+def test_out_dir_may_follow_the_options_and_the_vocabularys_summary_says_what_comes_next(corpus, tmp_path):
+    """`clear-prepare RAW --vocab-size 120 OUT` failed with "unrecognized arguments: OUT"; --only-vocab's
+    summary.json suggested fairseq-train on a data-bin that has no .bin."""
+    from fairseq_clear.cli.prepare import main
+
+    d, files, _ = corpus
+    out = tmp_path / "vocab"
+    main([files[0], "--only-vocab", "--vocab-size", "120", "--spm-sample-size", "2000", "--input-format", "lines",
+          "--documents", "lines", "--workers", "1", "--no-progress", files[1], str(out)])
+    on_disk = json.loads((out / "summary.json").read_text())
+    assert on_disk["train_with"].startswith("clear-prepare RAW... DATA --tokenizer-from "), on_disk["train_with"]
+    assert on_disk["inputs"]["train"]["files"] == 2
